@@ -1,0 +1,45 @@
+# Arena: `make demo` (set up + the main job) and `make test` (set up + the test suite).
+# Every target is idempotent and needs only Python 3.11 on the machine.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export OMP_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+export RAY_USAGE_STATS_ENABLED := 0
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup demo test bench lint format clean
+
+setup: $(STAMP)
+
+# torch goes in first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/arena demo
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) bench/env_throughput.py
+	$(PY) bench/train_throughput.py
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

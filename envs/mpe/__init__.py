@@ -1,0 +1,57 @@
+"""MPE: the Multi-Particle Environments of the ``mpe2`` package, used as mpe2 ships them.
+
+Every scenario is registered twice: ``mpe/<scenario>-vN`` with discrete actions and
+``mpe/<scenario>_continuous-vN`` with continuous ones, where N is mpe2's own version of the
+scenario. Keyword arguments of ``envs.make`` go to mpe2's ``parallel_env`` unchanged
+(``N``, ``local_ratio``, ``max_cycles``, ...).
+
+Scenarios with a vectorised NumPy core (``envs.mpe.batched``) train on it; a test proves it
+equal to mpe2 step by step.
+
+Version history: v3 (v1 for collect_treasure, simple_formation, simple_line; v4 for
+simple_speaker_listener) = mpe2 1.1.
+"""
+
+import importlib
+import inspect
+
+from envs.mpe.batched import SpreadBatch
+from envs.registry import register
+
+# scenario -> (mpe2 module version, vectorised core or None)
+SCENARIOS = {
+    "collect_treasure": (1, None),
+    "simple": (3, None),
+    "simple_adversary": (3, None),
+    "simple_crypto": (3, None),
+    "simple_formation": (1, None),
+    "simple_line": (1, None),
+    "simple_push": (3, None),
+    "simple_reference": (3, None),
+    "simple_speaker_listener": (4, None),
+    "simple_spread": (3, SpreadBatch),
+    "simple_tag": (3, None),
+    "simple_world_comm": (3, None),
+}
+
+
+def _factory(scenario: str, version: int):
+    module = importlib.import_module(f"mpe2.{scenario}_v{version}")
+    make = module.parallel_env
+    # mpe2's parallel_env takes **kwargs; its raw_env's signature says which are allowed.
+    make.__signature__ = inspect.signature(module.raw_env)
+    return make
+
+
+for _name, (_version, _vector) in SCENARIOS.items():
+    _make = _factory(_name, _version)
+    register(
+        f"mpe/{_name}-v{_version}", _make, vector=_vector, description=f"mpe2 {_name}, discrete"
+    )
+    register(
+        f"mpe/{_name}_continuous-v{_version}",
+        _make,
+        vector=_vector,
+        description=f"mpe2 {_name}, continuous",
+        continuous_actions=True,
+    )

@@ -1,0 +1,156 @@
+"""The one table of Arena environments: id -> factory.
+
+Ids read ``family/name-vN``. A family module registers its ids with :func:`register`, one
+call per id (generated from the family's scenario table where there are many). Anything that
+needs an env, a test, a remote RLlib EnvRunner or a benchmark, builds it by id through
+:func:`make`, so the same id means the same env everywhere.
+
+An id may also name a *vectorised core*: a class that steps a batch of B copies of the env in
+array operations (``envs.vector.VectorEnv``). Training uses it when present and falls back to
+B copies of the PettingZoo env otherwise.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pettingzoo import ParallelEnv
+
+ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_]+-v\d+$")
+FAMILIES = ("envs.mpe",)
+
+
+class EnvError(ValueError):
+    """A bad env id or env argument; the message says what is allowed."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an id stands for.
+
+    Args:
+        id: ``family/name-vN``.
+        factory: builds the PettingZoo ``ParallelEnv``; called as ``factory(**kwargs, **cfg)``.
+        kwargs: fixed arguments of this id (e.g. ``continuous_actions=True``).
+        vector: optional class of a vectorised core, built as
+            ``vector(num_envs=B, **kwargs, **cfg)``.
+        description: one line for ``arena envs``.
+    """
+
+    id: str
+    factory: Callable[..., ParallelEnv]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    vector: Callable[..., Any] | None = None
+    description: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.id.split("/", 1)[0]
+
+    def allowed_args(self) -> list[str]:
+        """Keyword arguments ``make`` accepts for this id (those not fixed by the id)."""
+        params = inspect.signature(self.factory).parameters
+        return [p for p in params if p not in self.kwargs and p != "render_mode"]
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+_loaded = False
+
+
+def register(
+    id: str,
+    factory: Callable[..., ParallelEnv],
+    *,
+    vector: Callable[..., Any] | None = None,
+    description: str = "",
+    **kwargs: Any,
+) -> None:
+    """Registers one env id. Registering the same id twice is an error."""
+    if not ID_PATTERN.match(id):
+        raise EnvError(f"env id {id!r} does not read 'family/name-vN'")
+    if id in _REGISTRY:
+        raise EnvError(f"env id {id!r} is already registered")
+    _REGISTRY[id] = EnvSpec(id, factory, dict(kwargs), vector, description)
+
+
+def _load_families() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in FAMILIES:
+            importlib.import_module(module)
+
+
+def ids(family: str | None = None) -> list[str]:
+    """Every registered id, sorted; only those of ``family`` when given."""
+    _load_families()
+    return sorted(i for i in _REGISTRY if family is None or i.split("/")[0] == family)
+
+
+def spec(id: str) -> EnvSpec:
+    """The spec of ``id``; an unknown id is an :class:`EnvError` naming the closest ids."""
+    _load_families()
+    try:
+        return _REGISTRY[id]
+    except KeyError:
+        close = difflib.get_close_matches(id, _REGISTRY, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise EnvError(
+            f"unknown env id {id!r}{hint} (`arena envs` lists all {len(_REGISTRY)})"
+        ) from None
+
+
+def check_args(env_spec: EnvSpec, cfg: dict[str, Any]) -> None:
+    """Raises an :class:`EnvError` for a keyword the id's factory does not take."""
+    allowed = env_spec.allowed_args()
+    unknown = sorted(set(cfg) - set(allowed) - {"render_mode"})
+    if unknown:
+        raise EnvError(
+            f"{env_spec.id} takes no argument {', '.join(unknown)}; "
+            f"allowed: {', '.join(allowed) or 'none'}"
+        )
+
+
+def make(id: str, **cfg: Any) -> ParallelEnv:
+    """Builds the PettingZoo ``ParallelEnv`` of ``id`` with env arguments ``cfg``."""
+    env_spec = spec(id)
+    check_args(env_spec, cfg)
+    try:
+        return env_spec.factory(**env_spec.kwargs, **cfg)
+    except (AssertionError, TypeError, ValueError) as e:
+        raise EnvError(f"{id}: bad argument in {cfg}: {e}") from e
+
+
+def make_vector(id: str, num_envs: int, seed: int | None = None, **cfg: Any):
+    """Builds ``num_envs`` copies of ``id`` stepping as one batch (``envs.vector.VectorEnv``).
+
+    Uses the id's vectorised core where it has one and supports ``cfg``; otherwise B copies of
+    the PettingZoo env behind the same interface.
+    """
+    from envs.vector import ParallelEnvBatch, Unsupported
+
+    env_spec = spec(id)
+    check_args(env_spec, cfg)
+    if env_spec.vector is not None:
+        try:
+            return env_spec.vector(num_envs=num_envs, seed=seed, **env_spec.kwargs, **cfg)
+        except Unsupported:
+            pass
+    return ParallelEnvBatch(lambda: make(id, **cfg), num_envs=num_envs, seed=seed)
+
+
+def register_with_ray() -> None:
+    """Registers every id with Ray Tune's env registry (as an RLlib ``MultiAgentEnv``), so that
+    RLlib configs and remote EnvRunners can build envs by id alone."""
+    from ray.tune.registry import register_env
+
+    from envs.rllib import RLlibMultiAgentEnv
+
+    for env_id in ids():
+        register_env(env_id, lambda cfg, _id=env_id: RLlibMultiAgentEnv(_id, dict(cfg or {})))
