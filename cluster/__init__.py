@@ -1,0 +1,1 @@
+"""Arena's runtime: connecting to Ray, the training driver, the sampler and the `arena` CLI."""

@@ -1,0 +1,73 @@
+"""One place that connects to Ray: an embedded local Ray sized for this machine (the default)
+or an existing cluster given by ``--address`` / ``RAY_ADDRESS``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+
+# Set before Ray (and torch) start threads; workers inherit them through the runtime env.
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+OBJECT_STORE_CAP = 2 * 1024**3  # bytes; plenty for rollouts of small models
+for _k, _v in WORKER_ENV.items():
+    os.environ.setdefault(_k, _v)
+
+
+def local_resources() -> dict:
+    """CPUs from the OS (respecting the process's CPU affinity) and a capped object store."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"num_cpus": cpus or 1, "object_store_memory": int(min(OBJECT_STORE_CAP, 0.1 * mem))}
+
+
+def connect(
+    address: str | None = None,
+    *,
+    num_cpus: int | None = None,
+    dashboard: bool = True,
+    temp_dir: str | None = None,
+) -> dict:
+    """Connects this process to Ray once; returns the cluster's resources.
+
+    Args:
+        address: a Ray cluster (``ray://...``, ``host:port`` or ``auto``); default
+            ``RAY_ADDRESS``, else an embedded local Ray.
+        num_cpus: CPUs of the embedded Ray (default: the machine's).
+        dashboard: start the dashboard of the embedded Ray on 127.0.0.1.
+        temp_dir: Ray's session directory root for the embedded Ray.
+    """
+    import ray
+
+    import envs.registry
+
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        common = dict(
+            runtime_env={"env_vars": dict(WORKER_ENV)},
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+        )
+        if address:
+            ray.init(address=address, **common)
+        else:
+            res = local_resources()
+            if num_cpus is not None:
+                res["num_cpus"] = num_cpus
+            ray.init(
+                address="local",
+                include_dashboard=dashboard,
+                dashboard_host="127.0.0.1",
+                _temp_dir=temp_dir or os.path.join(tempfile.gettempdir(), "arena-ray"),
+                **res,
+                **common,
+            )
+    envs.registry.register_with_ray()
+    return ray.cluster_resources()
+
+
+def shutdown() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()

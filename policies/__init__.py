@@ -1,0 +1,1 @@
+"""RLModules and algorithm builders (env id + typed config -> RLlib AlgorithmConfig)."""

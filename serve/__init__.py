@@ -1,0 +1,1 @@
+"""Ray Serve applications for trained policies (filled by the Serve issue)."""

@@ -1,0 +1,1 @@
+"""Ray Tune sweeps and their analysis (filled by the sweep issues)."""
