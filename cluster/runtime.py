@@ -51,6 +51,8 @@ def connect(
         if address:
             ray.init(address=address, **common)
         else:
+            # The embedded Ray listens on 127.0.0.1 for this process alone: no token.
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
             res = local_resources()
             if num_cpus is not None:
                 res["num_cpus"] = num_cpus

@@ -81,14 +81,18 @@ class EpisodeFactory:
     def __init__(self):
         z = np.zeros((1, 1), np.float32)
         self.template = SingleAgentEpisode(
-            observations=np.zeros((2, 1), np.float32), actions=z[:, 0], rewards=z[:, 0],
-            infos=[{}, {}], extra_model_outputs={Columns.ACTION_LOGP: z[:, 0],
-                                                 Columns.ACTION_DIST_INPUTS: z},
+            observations=np.zeros((2, 1), np.float32),
+            actions=z[:, 0],
+            rewards=z[:, 0],
+            infos=[{}, {}],
+            extra_model_outputs={Columns.ACTION_LOGP: z[:, 0], Columns.ACTION_DIST_INPUTS: z},
             len_lookback_buffer=0,
         )
         t = self.template
-        self._buf = {name: getattr(t, name).__dict__ for name in ("observations", "actions",
-                                                                   "rewards", "infos")}
+        self._buf = {
+            name: getattr(t, name).__dict__
+            for name in ("observations", "actions", "rewards", "infos")
+        }
         self._extra = {k: v.__dict__ for k, v in t.extra_model_outputs.items()}
         self._prefix, self._count = uuid.uuid4().hex[:16] + "-", 0
 
@@ -228,7 +232,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         explore = self.config.explore if explore is None else explore
         vec, B, N = self.vec, self.num_envs, self.vec.num_agents
         T = (
-            math.ceil(num_timesteps / B) if num_timesteps
+            math.ceil(num_timesteps / B)
+            if num_timesteps
             else self.config.get_rollout_fragment_length(self.worker_index)
         )
         if self._step is None or force_reset:
@@ -266,7 +271,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 ended = np.flatnonzero(done)
                 final = final_x[t] = self._buffer(len(ended) * N)
                 self._write_features(
-                    final, step.final_obs[ended],
+                    final,
+                    step.final_obs[ended],
                     None if step.action_mask is None else step.action_mask[ended],
                     step.final_state[ended],
                 )
@@ -322,15 +328,18 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         m = self.metrics
         agent_steps = env_steps * N
         m.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
-        m.log_value(NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum",
-                    with_throughput=True)
+        m.log_value(
+            NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True
+        )
         for agent in self.vec.agents:
             m.log_value((NUM_AGENT_STEPS_SAMPLED, agent), env_steps, reduce="sum")
-            m.log_value((NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), env_steps,
-                        reduce="lifetime_sum")
+            m.log_value((NUM_AGENT_STEPS_SAMPLED_LIFETIME, agent), env_steps, reduce="lifetime_sum")
         m.log_value((NUM_MODULE_STEPS_SAMPLED, DEFAULT_MODULE_ID), agent_steps, reduce="sum")
-        m.log_value((NUM_MODULE_STEPS_SAMPLED_LIFETIME, DEFAULT_MODULE_ID), agent_steps,
-                    reduce="lifetime_sum")
+        m.log_value(
+            (NUM_MODULE_STEPS_SAMPLED_LIFETIME, DEFAULT_MODULE_ID),
+            agent_steps,
+            reduce="lifetime_sum",
+        )
         self.num_env_steps_sampled_lifetime += env_steps
         n_done = 0
         for t in range(rewards.shape[0]):
@@ -353,8 +362,9 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             m.log_value(EPISODE_RETURN_MAX, float(totals.max()), reduce="max", window=1)
             m.log_value(EPISODE_LEN_MEAN, float(np.mean([n for _, n in self._recent])), window=1)
             for j, agent in enumerate(self.vec.agents):
-                m.log_value(("agent_episode_return_mean", agent), float(per_agent[:, j].mean()),
-                            window=1)
+                m.log_value(
+                    ("agent_episode_return_mean", agent), float(per_agent[:, j].mean()), window=1
+                )
 
     def get_metrics(self) -> dict:
         return self.metrics.reduce()
@@ -390,4 +400,3 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
 
     def stop(self) -> None:
         self.vec = None
-

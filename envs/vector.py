@@ -13,7 +13,6 @@ PettingZoo ``ParallelEnv`` behind the same interface.
 from __future__ import annotations
 
 import abc
-
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,8 +148,14 @@ class ParallelEnvBatch(VectorEnv):
         zeros = np.zeros((B, N), np.float32)
         no = np.zeros(B, bool)
         return VectorStep(
-            self._obs.copy(), self._state.copy(), self._masks(), zeros, no, no.copy(),
-            self._obs.copy(), self._state.copy(),
+            self._obs.copy(),
+            self._state.copy(),
+            self._masks(),
+            zeros,
+            no,
+            no.copy(),
+            self._obs.copy(),
+            self._state.copy(),
         )
 
     def _masks(self) -> np.ndarray | None:
@@ -183,6 +188,12 @@ class ParallelEnvBatch(VectorEnv):
                 final_obs[i], final_state[i] = self._obs[i], self._state[i]
                 self._reset_one(i, None)
         return VectorStep(
-            self._obs.copy(), self._state.copy(), self._masks(), rewards, terminated, truncated,
-            final_obs, final_state,
+            self._obs.copy(),
+            self._state.copy(),
+            self._masks(),
+            rewards,
+            terminated,
+            truncated,
+            final_obs,
+            final_state,
         )

@@ -124,8 +124,11 @@ def build(
         module_class=SharedActorCritic,
         observation_space=layout.space(),
         action_space=probe.action_space,
-        model_config={**layout.to_dict(), "hidden": list(settings.hidden),
-                      "activation": settings.activation},
+        model_config={
+            **layout.to_dict(),
+            "hidden": list(settings.hidden),
+            "activation": settings.activation,
+        },
     )
     return (
         PPOConfig()

@@ -82,7 +82,10 @@ class SharedActorCritic(TorchRLModule, ValueFunctionAPI):
     def setup(self):
         cfg: dict[str, Any] = self.model_config
         self.layout = ObsLayout(
-            cfg["obs_dim"], cfg.get("mask_dim", 0), cfg.get("critic_dim", 0), cfg.get("num_agents", 1)
+            cfg["obs_dim"],
+            cfg.get("mask_dim", 0),
+            cfg.get("critic_dim", 0),
+            cfg.get("num_agents", 1),
         )
         hidden = list(cfg.get("hidden", [64, 64]))
         activation = cfg.get("activation", "tanh")

@@ -47,8 +47,13 @@ class SpreadBatch(VectorEnv):
         **unsupported,
     ):
         unsupported.pop("render_mode", None)
-        modelled = {"curriculum": False, "terminate_on_success": False, "benchmark_data": False,
-                    "num_agent_neighbors": None, "num_landmark_neighbors": None}
+        modelled = {
+            "curriculum": False,
+            "terminate_on_success": False,
+            "benchmark_data": False,
+            "num_agent_neighbors": None,
+            "num_landmark_neighbors": None,
+        }
         for key, value in unsupported.items():
             if modelled.get(key, object()) != value:
                 raise Unsupported(f"{key}={value!r}")
@@ -60,7 +65,8 @@ class SpreadBatch(VectorEnv):
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.state_space = gym.spaces.Box(-np.inf, np.inf, (N * obs_dim,), np.float32)
         self.action_space = (
-            gym.spaces.Box(0.0, 1.0, (5,), np.float32) if continuous_actions
+            gym.spaces.Box(0.0, 1.0, (5,), np.float32)
+            if continuous_actions
             else gym.spaces.Discrete(5)
         )
         # others[i] = indices of the agents other than i, in order.
@@ -104,7 +110,9 @@ class SpreadBatch(VectorEnv):
         with np.errstate(invalid="ignore", divide="ignore"):
             dist = np.sqrt(np.sum(delta**2, axis=-1))
             penetration = np.logaddexp(0, -(dist - 2 * self.AGENT_SIZE) / CONTACT_MARGIN)
-            pair = CONTACT_FORCE * delta / dist[..., None] * (penetration * CONTACT_MARGIN)[..., None]
+            pair = (
+                CONTACT_FORCE * delta / dist[..., None] * (penetration * CONTACT_MARGIN)[..., None]
+            )
         pair[:, ~self._not_self] = 0.0
         return u + pair.sum(axis=2)
 
@@ -146,6 +154,12 @@ class SpreadBatch(VectorEnv):
             obs = self._observe()
         B = self.num_envs
         return VectorStep(
-            obs, obs.reshape(B, -1), None, rewards, terminated, truncated,
-            final_obs, final_obs.reshape(B, -1),
+            obs,
+            obs.reshape(B, -1),
+            None,
+            rewards,
+            terminated,
+            truncated,
+            final_obs,
+            final_obs.reshape(B, -1),
         )

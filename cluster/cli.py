@@ -1,0 +1,218 @@
+"""The ``arena`` command line.
+
+    arena envs [--json]
+    arena train ENV --algo {ippo,mappo} [--timesteps N | --iterations N] [--env-runners N]
+                [--address A] [--out DIR] [--name NAME] [--seed S] [--config FILE]
+                [--set key=value ...] [--resume RUN]
+    arena eval RUN [--episodes N] [--render out.gif] [--explore] [--json]
+    arena demo [--minutes M]
+
+Bad input (an unknown env id or ``--set`` key, a value of the wrong type, a run without a
+checkpoint) prints one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+DEMO_ENV = "mpe/simple_spread-v3"
+
+
+def _space_text(space) -> str:
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{tuple(space.shape)}"
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {_space_text(v)}" for k, v in space.spaces.items()) + ")"
+    return str(space)
+
+
+def cmd_envs(args) -> int:
+    import envs
+
+    rows = []
+    for env_id in envs.ids():
+        env = envs.make(env_id)
+        agents = list(env.possible_agents)
+        rows.append(
+            {
+                "id": env_id,
+                "description": envs.spec(env_id).description,
+                "agents": agents,
+                "observation_spaces": {a: _space_text(env.observation_space(a)) for a in agents},
+                "action_spaces": {a: _space_text(env.action_space(a)) for a in agents},
+                "vectorised_core": envs.spec(env_id).vector is not None,
+            }
+        )
+        env.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "agents", "observation", "action", "core")
+    for r in rows:
+        obs = sorted(set(r["observation_spaces"].values()))
+        act = sorted(set(r["action_spaces"].values()))
+        table.add_row(
+            r["id"],
+            str(len(r["agents"])),
+            " / ".join(obs),
+            " / ".join(act),
+            "numpy" if r["vectorised_core"] else "",
+        )
+    Console().print(table)
+    return 0
+
+
+def cmd_train(args) -> int:
+    from cluster import driver
+    from cluster.config import TrainConfig, apply_overrides, load_yaml
+
+    if args.resume:
+        more = {k: getattr(args, k) for k in ("iterations", "timesteps") if getattr(args, k)}
+        run = driver.train(None, resume=args.resume, address=args.address, more=more)
+    else:
+        if not args.env:
+            raise driver.ConfigError("train needs an ENV id (or --resume RUN)")
+        cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
+        cfg.env = args.env
+        for key in ("algo", "seed", "timesteps", "iterations"):
+            if getattr(args, key) is not None:
+                setattr(cfg, key, getattr(args, key))
+        if args.env_runners is not None:
+            cfg.env_runners = args.env_runners
+        apply_overrides(cfg, args.set or [])
+        run = driver.train(
+            cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
+        )
+    print(f"run: {run}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from cluster import driver
+
+    summary = driver.evaluate(
+        args.run, episodes=args.episodes, render=args.render, explore=args.explore
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        win = "" if summary["win_rate"] is None else f", win rate {summary['win_rate']:.1%}"
+        print(
+            f"{summary['episodes']} episodes: return {summary['return_mean']:.2f} "
+            f"+- {summary['return_std']:.2f}{win}  ->  {Path(args.run) / 'eval.json'}"
+        )
+        if summary.get("animation"):
+            print(f"animation: {summary['animation']}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """MAPPO on simple_spread for a few minutes, then greedy evaluation and a GIF."""
+    from rich.console import Console
+
+    from cluster import driver
+    from cluster.config import TrainConfig
+
+    console = Console()
+    cfg = TrainConfig(
+        env=DEMO_ENV, algo="mappo", seed=args.seed, timesteps=args.timesteps, checkpoint_every=25
+    )
+    cfg.ppo.lr = 2e-3
+    cfg.ppo.minibatch_size = 2048
+    cfg.ppo.num_epochs = 10
+    console.print(
+        f"[bold]Arena demo[/]: mappo on {DEMO_ENV}, {args.timesteps:,} env steps; "
+        "random actions score about -80, higher is better"
+    )
+    t0 = time.perf_counter()
+    run = driver.train(cfg, out=args.out, console=console, curve_every=10)
+    minutes = (time.perf_counter() - t0) / 60
+    gif = run / "episode.gif"
+    summary = driver.evaluate(run, episodes=100, render=str(gif))
+    random = driver.random_baseline(DEMO_ENV, {}, episodes=100)
+    console.print(
+        f"trained {minutes:.1f} min; greedy policy over 100 episodes: "
+        f"[bold]{summary['return_mean']:.2f}[/] +- {summary['return_std']:.2f} "
+        f"(random actions: {random['return_mean']:.2f})"
+    )
+    console.print(
+        f"run directory: {run}\n  config.yaml, metrics.csv, tb/ (tensorboard --logdir "
+        f"{run / 'tb'}), checkpoints/, eval.json, {gif.name}"
+    )
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="arena", description="Multi-agent training on Ray.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    e = sub.add_parser("envs", help="list every env id with its agents and spaces")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_envs)
+
+    t = sub.add_parser("train", help="train a policy")
+    t.add_argument("env", nargs="?", help="env id, e.g. mpe/simple_spread-v3")
+    t.add_argument("--algo", choices=["ippo", "mappo"])
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--timesteps", type=int)
+    g.add_argument("--iterations", type=int)
+    t.add_argument("--env-runners", type=int, dest="env_runners")
+    t.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    t.add_argument("--out", default="runs", help="root of run directories")
+    t.add_argument("--name", help="run name (default: time stamp and seed)")
+    t.add_argument("--seed", type=int)
+    t.add_argument("--config", help="YAML file of config keys")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
+    t.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
+    t.add_argument("--curve-every", type=int, default=0, help="print a line every K iterations")
+    t.set_defaults(func=cmd_train)
+
+    v = sub.add_parser("eval", help="evaluate a run's policy")
+    v.add_argument("run")
+    v.add_argument("--episodes", type=int, default=100)
+    v.add_argument("--render", metavar="OUT.gif")
+    v.add_argument("--explore", action="store_true", help="sample actions instead of greedy")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_eval)
+
+    d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
+    d.add_argument("--timesteps", type=int, default=1_000_000)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", default="runs")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cluster.config import ConfigError
+    from cluster.driver import RunError
+    from envs.registry import EnvError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, RunError, EnvError, FileNotFoundError) as e:
+        print(f"arena: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("arena: interrupted; resume with --resume RUN", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

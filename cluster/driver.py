@@ -1,0 +1,370 @@
+"""The training driver: loop, progress, metrics, checkpoints and resume; and evaluation.
+
+A run directory ``runs/<env id>/<algo>/<run>/`` holds
+
+* ``config.yaml``: the resolved :class:`cluster.config.TrainConfig`;
+* ``checkpoints/iter_NNNNNN/``: RLlib checkpoints plus ``arena.json`` (iteration, env steps),
+  ``checkpoints/latest``: the name of the newest complete one;
+* ``metrics.csv`` and TensorBoard events (``tb/``);
+* ``eval.json`` and media from ``arena eval``.
+
+Every file is written to a temporary name and renamed, so a crash leaves the last complete
+checkpoint and the metrics up to it; ``--resume`` goes on from there.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from cluster.config import ConfigError, TrainConfig
+
+DEFAULT_TIMESTEPS = 200_000
+METRIC_COLUMNS = [
+    "iteration",
+    "env_steps",
+    "time_s",
+    "episode_return_mean",
+    "episode_len_mean",
+    "win_rate",
+    "policy_loss",
+    "vf_loss",
+    "entropy",
+    "sample_s",
+    "learn_s",
+    "env_steps_per_s",
+]
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used (missing, or without a checkpoint)."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_dir_for(cfg: TrainConfig, out: str, name: str | None) -> Path:
+    name = name or time.strftime("%Y%m%d-%H%M%S") + f"-s{cfg.seed}"
+    return Path(out) / cfg.env / cfg.algo / name
+
+
+def latest_checkpoint(run: Path) -> Path:
+    """The newest complete checkpoint of ``run``, or a :class:`RunError`."""
+    if not (run / "config.yaml").exists():
+        raise RunError(f"{run} is not a run directory (no config.yaml)")
+    pointer = run / "checkpoints" / "latest"
+    if not pointer.exists():
+        raise RunError(f"{run} has no checkpoint yet (no checkpoints/latest)")
+    ckpt = run / "checkpoints" / pointer.read_text().strip()
+    if not (ckpt / "arena.json").exists():
+        raise RunError(f"{run}: checkpoint {ckpt.name} is incomplete")
+    return ckpt
+
+
+def load_config(run: Path) -> TrainConfig:
+    if not (run / "config.yaml").exists():
+        raise RunError(f"{run} is not a run directory (no config.yaml)")
+    return TrainConfig.from_dict(yaml.safe_load((run / "config.yaml").read_text()))
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def metrics_row(result: dict, it: int, elapsed: float) -> dict[str, float]:
+    er = result.get("env_runners", {})
+    learner = result.get("learners", {}).get("default_policy", {})
+    timers = result.get("timers", {})
+    return {
+        "iteration": it,
+        "env_steps": int(_num(er.get("num_env_steps_sampled_lifetime", 0))),
+        "time_s": round(elapsed, 3),
+        "episode_return_mean": _num(er.get("episode_return_mean")),
+        "episode_len_mean": _num(er.get("episode_len_mean")),
+        "win_rate": _num(er.get("win_rate")),
+        "policy_loss": _num(learner.get("policy_loss")),
+        "vf_loss": _num(learner.get("vf_loss")),
+        "entropy": _num(learner.get("entropy")),
+        "sample_s": _num(timers.get("env_runner_sampling_timer")),
+        "learn_s": _num(timers.get("learner_update_timer")),
+        "env_steps_per_s": _num(er.get("num_env_steps_sampled"))
+        / max(_num(timers.get("training_iteration", timers.get("training_step"))), 1e-9),
+    }
+
+
+class MetricsLog:
+    """``metrics.csv`` (rewritten atomically each iteration) plus TensorBoard scalars."""
+
+    def __init__(self, run: Path, resume_iteration: int = 0):
+        self.path = run / "metrics.csv"
+        self.rows: list[dict] = []
+        if resume_iteration and self.path.exists():
+            with self.path.open() as f:
+                self.rows = [
+                    r for r in csv.DictReader(f) if int(r["iteration"]) <= resume_iteration
+                ]
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb = SummaryWriter(str(run / "tb"), purge_step=resume_iteration + 1 or None)
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        lines = [",".join(METRIC_COLUMNS)]
+        lines += [",".join(str(r.get(c, "")) for c in METRIC_COLUMNS) for r in self.rows]
+        write_atomic(self.path, "\n".join(lines) + "\n")
+        for key, value in row.items():
+            if key != "iteration" and not math.isnan(_num(value)):
+                self.tb.add_scalar(key, _num(value), row["iteration"])
+        self.tb.flush()
+
+    def close(self) -> None:
+        self.tb.close()
+
+
+def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path:
+    ckdir = run / "checkpoints"
+    ckdir.mkdir(parents=True, exist_ok=True)
+    name = f"iter_{it:06d}"
+    tmp = ckdir / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    algo.save_to_path(str(tmp.resolve()))
+    (tmp / "arena.json").write_text(json.dumps({"iteration": it, "env_steps": env_steps}))
+    final = ckdir / name
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    write_atomic(ckdir / "latest", name)
+    for old in sorted(ckdir.glob("iter_*"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    out: str = "runs",
+    name: str | None = None,
+    address: str | None = None,
+    resume: str | None = None,
+    more: dict[str, int] | None = None,
+    console=None,
+    curve_every: int = 0,
+) -> Path:
+    """Trains ``cfg`` (or resumes the run directory ``resume``, optionally with a new target
+    ``more={"iterations": N}`` or ``{"timesteps": N}``); returns the run directory."""
+    from rich.console import Console
+
+    from cluster import runtime
+    from policies.algorithms import build
+
+    console = console or Console()
+    start_it, start_steps = 0, 0
+    if resume:
+        run = Path(resume)
+        ckpt = latest_checkpoint(run)
+        cfg = load_config(run)
+        for key, value in (more or {}).items():  # a resumed run may be given a new target
+            setattr(cfg, key, value)
+            setattr(cfg, "timesteps" if key == "iterations" else "iterations", None)
+        meta = json.loads((ckpt / "arena.json").read_text())
+        start_it, start_steps = meta["iteration"], meta["env_steps"]
+    else:
+        cfg.validate()
+        run = run_dir_for(cfg, out, name)
+        if run.exists() and any(run.iterdir()):
+            raise RunError(f"{run} exists already; pick another --name or use --resume {run}")
+        run.mkdir(parents=True, exist_ok=True)
+        write_atomic(run / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
+
+    runtime.connect(address)
+    algo = build(
+        cfg.env,
+        cfg.algo,
+        cfg.ppo,
+        env_config=cfg.env_args,
+        num_env_runners=cfg.env_runners,
+        seed=cfg.seed,
+    ).build_algo()
+    if resume:
+        algo.restore_from_path(str(ckpt.resolve()))
+        console.print(
+            f"resumed {run} from {ckpt.name} (iteration {start_it}, {start_steps} env steps)"
+        )
+    log = MetricsLog(run, start_it)
+    it, steps = start_it, start_steps
+    t0 = time.perf_counter() - (float(log.rows[-1]["time_s"]) if log.rows else 0.0)
+    try:
+        with _progress(console) as progress:
+            total = cfg.iterations if cfg.iterations else target_steps
+            task = progress.add_task(
+                "train",
+                total=total,
+                completed=it if cfg.iterations else steps,
+                ret=math.nan,
+                it=it,
+                sps=0.0,
+                steps=steps,
+            )
+            while (it < cfg.iterations) if cfg.iterations else (steps < target_steps):
+                result = algo.train()
+                it += 1
+                row = metrics_row(result, it, time.perf_counter() - t0)
+                steps = row["env_steps"]
+                log.add(row)
+                progress.update(
+                    task,
+                    completed=it if cfg.iterations else min(steps, total),
+                    ret=row["episode_return_mean"],
+                    it=it,
+                    sps=row["env_steps_per_s"],
+                    steps=steps,
+                )
+                if curve_every and it % curve_every == 0:
+                    progress.console.print(
+                        f"iter {it:4d}  env steps {steps:>9,}  return {row['episode_return_mean']:8.2f}"
+                        f"  {row['env_steps_per_s']:8.0f} steps/s"
+                    )
+                if it % cfg.checkpoint_every == 0:
+                    save_checkpoint(algo, run, it, steps, cfg.keep_checkpoints)
+        if not (run / "checkpoints" / f"iter_{it:06d}").exists():
+            save_checkpoint(algo, run, it, steps, cfg.keep_checkpoints)
+    finally:
+        log.close()
+        algo.stop()
+    return run
+
+
+def _progress(console):
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("iter {task.fields[it]}"),
+        BarColumn(),
+        TextColumn("{task.fields[steps]:,} env steps"),
+        TextColumn("return {task.fields[ret]:.2f}"),
+        TextColumn("{task.fields[sps]:.0f} steps/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def play(env_id: str, env_args: dict, act, episodes: int, seed: int, render: str | None = None):
+    """Plays ``episodes`` episodes of ``env_id`` with ``act(obs, state) -> actions``; returns the
+    summary dict (and writes an animation of the first episode to ``render``)."""
+    import envs
+
+    env = envs.make(env_id, **env_args, **({"render_mode": "rgb_array"} if render else {}))
+    totals, per_agent, wins, lengths, frames = [], {a: [] for a in env.possible_agents}, [], [], []
+    for ep in range(episodes):
+        obs, infos = env.reset(seed=seed + ep)
+        ret = dict.fromkeys(env.possible_agents, 0.0)
+        n, won = 0, None
+        while env.agents:
+            if render and ep == 0:
+                frames.append(env.render())
+            state = env.state() if hasattr(env, "state") else None
+            obs, rew, term, trunc, infos = env.step(act(obs, state))
+            for a, r in rew.items():
+                ret[a] += float(r)
+            n += 1
+            for info in infos.values():
+                if "battle_won" in info:
+                    won = bool(info["battle_won"])
+        totals.append(sum(ret.values()))
+        lengths.append(n)
+        for a in env.possible_agents:
+            per_agent[a].append(ret[a])
+        if won is not None:
+            wins.append(won)
+    env.close()
+    summary = {
+        "env": env_id,
+        "episodes": episodes,
+        "return_mean": float(np.mean(totals)),
+        "return_std": float(np.std(totals)),
+        "episode_len_mean": float(np.mean(lengths)),
+        "per_agent_return_mean": {a: float(np.mean(v)) for a, v in per_agent.items()},
+        "win_rate": float(np.mean(wins)) if wins else None,
+    }
+    if render and frames:
+        import imageio.v2 as imageio
+
+        Path(render).parent.mkdir(parents=True, exist_ok=True)
+        fps = env.metadata.get("render_fps", 10)
+        imageio.mimsave(render, [np.asarray(f) for f in frames], duration=1 / fps, loop=0)
+        summary["animation"] = str(render)
+    return summary
+
+
+def evaluate(
+    run: str | Path,
+    episodes: int = 100,
+    render: str | None = None,
+    explore: bool = False,
+    seed: int = 10_000,
+) -> dict:
+    """Restores the RLModule of ``run`` alone and plays ``episodes``; writes ``eval.json``."""
+    import envs
+    from policies.inference import Policy
+
+    run = Path(run)
+    if episodes <= 0:
+        raise ConfigError(f"--episodes must be positive, got {episodes}")
+    ckpt = latest_checkpoint(run)
+    cfg = load_config(run)
+    agents = envs.make(cfg.env, **cfg.env_args).possible_agents
+    policy = Policy.from_checkpoint(ckpt, agents)
+    summary = play(
+        cfg.env, cfg.env_args, lambda o, s: policy.act(o, s, explore), episodes, seed, render
+    )
+    summary.update({"run": str(run), "checkpoint": ckpt.name, "greedy": not explore})
+    write_atomic(run / "eval.json", json.dumps(summary, indent=2))
+    return summary
+
+
+def random_baseline(env_id: str, env_args: dict, episodes: int = 100, seed: int = 10_000) -> dict:
+    """The same summary for uniformly random legal actions."""
+    import envs
+
+    env = envs.make(env_id, **env_args)
+    rng = np.random.default_rng(seed)
+
+    def act(obs, state):
+        out = {}
+        for a, o in obs.items():
+            space = env.action_space(a)
+            if isinstance(o, dict) and "action_mask" in o:
+                out[a] = int(rng.choice(np.flatnonzero(o["action_mask"])))
+            else:
+                space.seed(int(rng.integers(2**31)))
+                out[a] = space.sample()
+        return out
+
+    return play(env_id, env_args, act, episodes, seed)
+
+
+__all__ = ["ConfigError", "RunError", "evaluate", "random_baseline", "train"]
