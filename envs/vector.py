@@ -106,6 +106,9 @@ class ParallelEnvBatch(VectorEnv):
         self._has_state = callable(getattr(first, "state", None))
         self._seed = seed
         self._obs = self._state = self._mask = None
+        probe, _ = first.reset(seed=seed)  # reset() seeds it again; this one sizes the state
+        state_dim = self._env_state(first, self._split(probe)[0]).shape[0]
+        self.state_space = gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)
 
     def _split(self, obs: dict) -> tuple[np.ndarray, np.ndarray | None]:
         if self.has_action_mask:
@@ -139,7 +142,6 @@ class ParallelEnvBatch(VectorEnv):
         self._obs = np.zeros((B, *x.shape), np.float32)
         self._state = np.zeros((B, s.shape[0]), np.float32)
         self._mask = np.zeros((B, *m.shape), np.float32) if m is not None else None
-        self.state_space = gym.spaces.Box(-np.inf, np.inf, (s.shape[0],), np.float32)
         self._obs[0], self._state[0] = x, s
         if m is not None:
             self._mask[0] = m

@@ -74,4 +74,6 @@ class Policy:
         if not obs:
             return {}
         actions = self.act_rows(self.inputs(obs, state), explore)
-        return {agent: (int(a) if self.discrete else a) for agent, a in zip(obs, actions, strict=True)}
+        return {
+            agent: (int(a) if self.discrete else a) for agent, a in zip(obs, actions, strict=True)
+        }

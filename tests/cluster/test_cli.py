@@ -1,0 +1,120 @@
+"""The `arena` CLI end to end, as a user runs it: subprocesses, real Ray, real files."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENV = {
+    **os.environ,
+    "OMP_NUM_THREADS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "COLUMNS": "160",
+}
+SMALL = [
+    "--set",
+    "train_batch_size=256",
+    "--set",
+    "minibatch_size=128",
+    "--set",
+    "num_epochs=1",
+    "--set",
+    "num_envs_per_env_runner=8",
+    "--set",
+    "checkpoint_every=2",
+]
+
+
+def arena(*args, cwd=None, check=True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=300,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_train_eval_resume_eval(tmp_path):
+    out = tmp_path / "runs"
+    arena(
+        "train",
+        "mpe/simple_spread-v3",
+        "--algo",
+        "mappo",
+        "--iterations",
+        "3",
+        "--out",
+        str(out),
+        "--name",
+        "r",
+        *SMALL,
+    )
+    run = out / "mpe/simple_spread-v3/mappo/r"
+    assert (run / "config.yaml").exists() and list((run / "tb").iterdir())
+    assert (run / "checkpoints/latest").read_text() == "iter_000003"
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["iteration"]) for r in rows] == [1, 2, 3]
+
+    gif = run / "episode.gif"
+    arena("eval", str(run), "--episodes", "3", "--render", str(gif))
+    summary = json.loads((run / "eval.json").read_text())
+    assert summary["episodes"] == 3 and summary["checkpoint"] == "iter_000003"
+    assert set(summary["per_agent_return_mean"]) == {"agent_0", "agent_1", "agent_2"}
+    assert gif.stat().st_size > 1000
+
+    arena("train", "--resume", str(run), "--iterations", "5")
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert int(rows[-1]["env_steps"]) > int(rows[2]["env_steps"])
+    proc = arena("eval", str(run), "--episodes", "2", "--json")
+    assert json.loads(proc.stdout)["checkpoint"] == "iter_000005"
+
+
+def test_envs_lists_every_id_as_json():
+    import envs
+
+    rows = json.loads(arena("envs", "--json").stdout)
+    assert [r["id"] for r in rows if not r["id"].startswith("test/")] == [
+        i for i in envs.ids() if not i.startswith("test/")
+    ]
+    spread = next(r for r in rows if r["id"] == "mpe/simple_spread-v3")
+    assert spread["observation_spaces"]["agent_0"] == "Box(18,)"
+    assert spread["action_spaces"]["agent_0"] == "Discrete(5)"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "mpe/simple_sprad-v3"], "unknown env id"),
+        (["train", "mpe/simple_spread-v3", "--set", "lrr=1"], "unknown config key 'lrr'"),
+        (["train", "mpe/simple_spread-v3", "--set", "lr=fast"], "lr must be float"),
+        (["train", "mpe/simple_spread-v3", "--set", "env.speed=2"], "takes no argument speed"),
+        (["train", "mpe/simple_spread-v3", "--iterations", "0"], "iterations must be a positive"),
+        (["eval", "."], "not a run directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = arena(*args, cwd=Path(__file__).parents[2], check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_run_without_checkpoint_is_a_clear_error(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("env: mpe/simple_spread-v3\n")
+    proc = arena("eval", str(run), check=False)
+    assert proc.returncode == 2 and "no checkpoint" in proc.stderr
+    proc = arena("train", "--resume", str(run), check=False)
+    assert proc.returncode == 2 and "no checkpoint" in proc.stderr

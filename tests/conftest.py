@@ -1,0 +1,25 @@
+"""Shared fixtures: one small Ray session for the whole test run, and a tiny masked env."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+import pytest  # noqa: E402
+
+import envs  # noqa: E402
+from tests.masked_env import MaskedGrid  # noqa: E402
+
+envs.register("test/masked_grid-v0", MaskedGrid, description="test env with action masks")
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory):
+    import ray
+
+    from cluster import runtime
+
+    runtime.connect(num_cpus=2, dashboard=False, temp_dir=str(tmp_path_factory.mktemp("ray")))
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,81 @@
+"""A tiny ParallelEnv with action masks, for tests of the masking path.
+
+Two agents walk on a line of 5 cells; action 0 stays, 1 steps left, 2 steps right; a step
+off the line is illegal (masked). Each agent gets +1 per step on the rightmost cell.
+"""
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+from pettingzoo import ParallelEnv
+
+
+class MaskedGrid(ParallelEnv):
+    metadata = {
+        "name": "masked_grid_v0",
+        "render_modes": ["rgb_array"],
+        "is_parallelizable": True,
+        "render_fps": 4,
+    }
+
+    def __init__(self, size: int = 5, max_steps: int = 10, render_mode=None):
+        self.size, self.max_steps, self.render_mode = size, max_steps, render_mode
+        self.possible_agents = ["a0", "a1"]
+        self._obs_space = gym.spaces.Dict(
+            {
+                "observations": gym.spaces.Box(0.0, 1.0, (size,), np.float32),
+                "action_mask": gym.spaces.Box(0, 1, (3,), np.int8),
+            }
+        )
+        self._act_space = gym.spaces.Discrete(3)
+
+    @functools.cache  # noqa: B019 - one space object per agent
+    def observation_space(self, agent):
+        return self._obs_space
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return self._act_space
+
+    def _obs(self, agent):
+        x = np.zeros(self.size, np.float32)
+        x[self.pos[agent]] = 1.0
+        mask = np.ones(3, np.int8)
+        mask[1] = self.pos[agent] > 0
+        mask[2] = self.pos[agent] < self.size - 1
+        return {"observations": x, "action_mask": mask}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None or not hasattr(self, "np_random"):
+            self.np_random = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.pos = {a: int(self.np_random.integers(self.size)) for a in self.agents}
+        self.t = 0
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        for a, act in actions.items():
+            legal = np.flatnonzero(self._obs(a)["action_mask"])
+            if int(act) not in legal:
+                raise ValueError(f"agent {a}: action {act} is illegal; legal: {legal.tolist()}")
+            self.pos[a] += {0: 0, 1: -1, 2: 1}[int(act)]
+        self.t += 1
+        rewards = {a: float(self.pos[a] == self.size - 1) for a in self.agents}
+        done = self.t >= self.max_steps
+        obs = {a: self._obs(a) for a in self.agents}
+        terms = {a: False for a in self.agents}
+        truncs = {a: done for a in self.agents}
+        infos = {a: {"reward_goal": rewards[a]} for a in self.agents}
+        if done:
+            self.agents = []
+        return obs, rewards, terms, truncs, infos
+
+    def state(self):
+        return np.concatenate([self._obs(a)["observations"] for a in self.possible_agents])
+
+    def render(self):
+        img = np.zeros((16, 16 * self.size, 3), np.uint8)
+        for i, a in enumerate(self.possible_agents):
+            img[8 * i : 8 * i + 8, 16 * self.pos[a] : 16 * self.pos[a] + 16, i] = 255
+        return img
