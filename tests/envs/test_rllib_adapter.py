@@ -8,7 +8,7 @@ def test_adapter_steps_with_all_flags_and_state():
     obs, infos = env.reset(seed=0)
     assert set(obs) == set(env.possible_agents)
     assert infos["agent_0"]["state"].shape == (54,)
-    for t in range(3):
+    for _t in range(3):
         obs, rew, terms, truncs, infos = env.step({a: 0 for a in env.agents})
     assert truncs["__all__"] and not terms["__all__"]
     assert env.observation_spaces["agent_0"].shape == (18,)

@@ -12,7 +12,7 @@ def test_parallel_env_batch_steps_resets_and_reports_final_obs():
     ref = envs.make("mpe/simple-v3", max_cycles=4)
     ref_obs, _ = ref.reset(seed=6)
     np.testing.assert_allclose(step.obs[1, 0], ref_obs["agent_0"])
-    for t in range(4):
+    for _t in range(4):
         step = vec.step(np.zeros((3, 1), np.int64))
         ref_obs, rew, _, trunc, _ = ref.step({"agent_0": 0})
         np.testing.assert_allclose(step.rewards[1, 0], rew["agent_0"], rtol=1e-6)
