@@ -35,7 +35,7 @@ class Policy:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: str | Path, agents: list[str]) -> Policy:
-        path = Path(checkpoint) / MODULE_PATH
+        path = (Path(checkpoint) / MODULE_PATH).resolve()  # RLlib reads URIs: absolute
         if not path.exists():
             raise FileNotFoundError(f"{checkpoint} holds no RLModule (looked for {path})")
         return cls(RLModule.from_checkpoint(path), agents)
