@@ -85,7 +85,7 @@ def measure(name: str, config, iterations: int) -> dict:
             "env_frac": env_s / total, "policy_frac": pol_s / total,
             "bookkeeping_frac": 1 - (env_s + pol_s) / total,
         }
-    print(json.dumps(out), flush=True)
+    print(json.dumps(out, default=float), flush=True)
     return out
 
 
