@@ -137,7 +137,7 @@ def cmd_demo(args) -> int:
     cfg.ppo.num_epochs = 10
     console.print(
         f"[bold]Arena demo[/]: mappo on {DEMO_ENV}, {args.timesteps:,} env steps; "
-        "random actions score about -80, higher is better"
+        "random actions score about -75, higher is better"
     )
     t0 = time.perf_counter()
     run = driver.train(cfg, out=args.out, console=console, curve_every=10)
