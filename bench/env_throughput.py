@@ -47,12 +47,16 @@ def bench_id(env_id: str, seconds: float, batch: int) -> dict:
         if done["__all__"]:
             adapter.reset()
         _, _, terms, truncs, _ = adapter.step(
-            {a: adapter.action_spaces[a].sample() for a in adapter.agents})
+            {a: adapter.action_spaces[a].sample() for a in adapter.agents}
+        )
         done = {"__all__": terms["__all__"] or truncs["__all__"]}
         return 1
 
-    out = {"id": env_id, "pettingzoo_steps_per_s": rate(pz_step, seconds),
-           "adapter_steps_per_s": rate(adapter_step, seconds)}
+    out = {
+        "id": env_id,
+        "pettingzoo_steps_per_s": rate(pz_step, seconds),
+        "adapter_steps_per_s": rate(adapter_step, seconds),
+    }
     try:
         vec = envs.make_vector(env_id, batch, seed=0)
     except ValueError as e:  # agents with different spaces: no shared-policy batch

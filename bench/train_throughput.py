@@ -34,8 +34,9 @@ def rllib_default_config(num_env_runners: int, seed: int = 0):
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
     from ray.tune.registry import register_env
 
-    register_env("bench_spread_default", lambda cfg: ParallelPettingZooEnv(
-        simple_spread_v3.parallel_env()))
+    register_env(
+        "bench_spread_default", lambda cfg: ParallelPettingZooEnv(simple_spread_v3.parallel_env())
+    )
     return (
         PPOConfig()
         .environment("bench_spread_default")
@@ -62,11 +63,17 @@ def measure(name: str, config, iterations: int) -> dict:
         wall = time.perf_counter() - t0
         er = result["env_runners"]
         sample_s = result["timers"]["env_runner_sampling_timer"]
-        rows.append({
-            "steps": er["num_env_steps_sampled"], "wall": wall, "sample_s": sample_s,
-            "env_s": er.get("sampler_env_s"), "policy_s": er.get("sampler_policy_s"),
-            "total_s": er.get("sampler_total_s"), "return": er.get("episode_return_mean"),
-        })
+        rows.append(
+            {
+                "steps": er["num_env_steps_sampled"],
+                "wall": wall,
+                "sample_s": sample_s,
+                "env_s": er.get("sampler_env_s"),
+                "policy_s": er.get("sampler_policy_s"),
+                "total_s": er.get("sampler_total_s"),
+                "return": er.get("episode_return_mean"),
+            }
+        )
     algo.stop()
     timed = rows[1:] or rows
     steps = sum(r["steps"] for r in timed)
@@ -82,7 +89,8 @@ def measure(name: str, config, iterations: int) -> dict:
         total = sum(r["total_s"] for r in timed)
         env_s, pol_s = sum(r["env_s"] for r in timed), sum(r["policy_s"] for r in timed)
         out["sampler_breakdown"] = {
-            "env_frac": env_s / total, "policy_frac": pol_s / total,
+            "env_frac": env_s / total,
+            "policy_frac": pol_s / total,
             "bookkeeping_frac": 1 - (env_s + pol_s) / total,
         }
     print(json.dumps(out, default=float), flush=True)
@@ -101,12 +109,15 @@ def main() -> None:
     runtime.connect(dashboard=False)
     results = {}
     for n in runner_counts:
-        results[("default", n)] = measure(f"rllib_default/runners={n}",
-                                          rllib_default_config(n), args.iterations)
-        results[("arena", n)] = measure(f"arena_ippo/runners={n}", arena_config("ippo", n),
-                                        args.iterations)
-    results[("arena_mappo", 0)] = measure("arena_mappo/runners=0", arena_config("mappo", 0),
-                                          args.iterations)
+        results[("default", n)] = measure(
+            f"rllib_default/runners={n}", rllib_default_config(n), args.iterations
+        )
+        results[("arena", n)] = measure(
+            f"arena_ippo/runners={n}", arena_config("ippo", n), args.iterations
+        )
+    results[("arena_mappo", 0)] = measure(
+        "arena_mappo/runners=0", arena_config("mappo", 0), args.iterations
+    )
     summary = {"summary": True}
     for n in runner_counts:
         d, a = results[("default", n)], results[("arena", n)]

@@ -69,10 +69,12 @@ def test_reset_is_deterministic_by_seed_and_pickles(env_id):
     clone = pickle.loads(pickle.dumps(env))
     b, _ = clone.reset(seed=3)
     c, _ = envs.make(env_id).reset(seed=4)
+
     def flat(o):
         return np.concatenate(
             [np.ravel(v["observations"] if isinstance(v, dict) else v) for v in o.values()]
         )  # noqa: E731
+
     np.testing.assert_array_equal(flat(a), flat(b))
     assert not np.array_equal(flat(a), flat(c))
 
