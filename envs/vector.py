@@ -105,10 +105,13 @@ class ParallelEnvBatch(VectorEnv):
         self.observation_space = obs_space["observations"] if self.has_action_mask else obs_space
         self._has_state = callable(getattr(first, "state", None))
         self._seed = seed
-        self._obs = self._state = self._mask = None
-        probe, _ = first.reset(seed=seed)  # reset() seeds it again; this one sizes the state
-        state_dim = self._env_state(first, self._split(probe)[0]).shape[0]
+        probe, _ = first.reset(seed=seed)  # sizes the buffers; reset() seeds it again
+        x, m = self._split(probe)
+        state_dim = self._env_state(first, x).shape[0]
         self.state_space = gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)
+        self._obs = np.zeros((num_envs, *x.shape), np.float32)
+        self._state = np.zeros((num_envs, state_dim), np.float32)
+        self._mask = np.zeros((num_envs, *m.shape), np.float32) if m is not None else None
 
     def _split(self, obs: dict) -> tuple[np.ndarray, np.ndarray | None]:
         if self.has_action_mask:
@@ -136,16 +139,7 @@ class ParallelEnvBatch(VectorEnv):
     def reset(self, seed: int | None = None) -> VectorStep:
         seed = self._seed if seed is None else seed
         B, N = self.num_envs, self.num_agents
-        obs, _ = self.envs[0].reset(seed=seed)
-        x, m = self._split(obs)
-        s = self._env_state(self.envs[0], x)
-        self._obs = np.zeros((B, *x.shape), np.float32)
-        self._state = np.zeros((B, s.shape[0]), np.float32)
-        self._mask = np.zeros((B, *m.shape), np.float32) if m is not None else None
-        self._obs[0], self._state[0] = x, s
-        if m is not None:
-            self._mask[0] = m
-        for i in range(1, B):
+        for i in range(B):
             self._reset_one(i, None if seed is None else seed + i)
         zeros = np.zeros((B, N), np.float32)
         no = np.zeros(B, bool)

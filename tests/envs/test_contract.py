@@ -54,8 +54,7 @@ def test_seed_determinism(env_id):
 @pytest.mark.parametrize("env_id", IDS)
 def test_metadata_and_cached_spaces(env_id):
     env = envs.make(env_id)
-    meta = type(env).metadata if hasattr(type(env), "metadata") else env.metadata
-    assert env.metadata.get("render_modes") and "is_parallelizable" in env.metadata, meta
+    assert env.metadata.get("render_modes") and "is_parallelizable" in env.metadata
     assert env.possible_agents
     for agent in env.possible_agents:
         assert env.observation_space(agent) is env.observation_space(agent)
