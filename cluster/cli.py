@@ -6,6 +6,7 @@
                 [--set key=value ...] [--resume RUN]
     arena eval RUN [--episodes N] [--render out.gif] [--explore] [--json]
     arena demo [--minutes M]
+    arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
 
 Bad input (an unknown env id or ``--set`` key, a value of the wrong type, a run without a
 checkpoint) prints one line and exits with status 2.
@@ -157,6 +158,12 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_submit(args) -> int:
+    from cluster import submit
+
+    return submit.main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="Multi-agent training on Ray.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,6 +202,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--out", default="runs")
     d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("submit", help="run an arena command on a Ray cluster as a Ray job")
+    from cluster.submit import add_arguments
+
+    add_arguments(s)
+    s.set_defaults(func=cmd_submit)
     return p
 
 
