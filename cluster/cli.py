@@ -6,6 +6,7 @@
                 [--set key=value ...] [--resume RUN]
     arena eval RUN [--episodes N] [--render out.gif] [--explore] [--json]
     arena demo [--minutes M]
+    arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
 
 Bad input (an unknown env id or ``--set`` key, a value of the wrong type, a run without a
@@ -164,6 +165,12 @@ def cmd_submit(args) -> int:
     return submit.main(args)
 
 
+def cmd_serve(args) -> int:
+    from serve import server
+
+    return server.main(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="Multi-agent training on Ray.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -208,6 +215,12 @@ def parser() -> argparse.ArgumentParser:
 
     add_arguments(s)
     s.set_defaults(func=cmd_submit)
+
+    r = sub.add_parser("serve", help="deploy runs' policies over HTTP (Ray Serve)")
+    from serve.server import add_arguments as serve_arguments
+
+    serve_arguments(r)
+    r.set_defaults(func=cmd_serve)
     return p
 
 

@@ -57,17 +57,23 @@ class Policy:
                 rows[i, lay.size - lay.num_agents + self.agents.index(agent)] = 1.0
         return rows
 
-    def act_rows(self, rows: np.ndarray, explore: bool = False) -> np.ndarray:
-        """Actions for module input rows ``[n, size]``."""
+    def act_rows(self, rows: np.ndarray, explore: bool | np.ndarray = False) -> np.ndarray:
+        """Actions for module input rows ``[n, size]``: sampled where ``explore`` (a bool, or one
+        bool per row, so a batch mixing both modes still takes one forward pass), else greedy."""
         with torch.no_grad():
             inputs = self.module.action_dist_inputs(torch.from_numpy(rows))
             if self.discrete:
-                if explore:
-                    return torch.distributions.Categorical(logits=inputs).sample().numpy()
-                return inputs.argmax(dim=-1).numpy()
-            dist = self.module.get_inference_action_dist_cls().from_logits(inputs)
-            actions = dist.sample() if explore else dist.to_deterministic().sample()
-            return actions.numpy()
+                greedy = lambda: inputs.argmax(dim=-1)  # noqa: E731
+                sample = lambda: torch.distributions.Categorical(logits=inputs).sample()  # noqa: E731
+            else:
+                dist = self.module.get_inference_action_dist_cls().from_logits(inputs)
+                greedy, sample = dist.to_deterministic().sample, dist.sample
+            if not isinstance(explore, np.ndarray):
+                return (sample() if explore else greedy()).numpy()
+            pick = torch.from_numpy(np.asarray(explore, bool))
+            if not self.discrete:
+                pick = pick[:, None]
+            return torch.where(pick, sample(), greedy()).numpy()
 
     def act(self, obs: dict[str, Any], state=None, explore: bool = False) -> dict[str, Any]:
         """Actions for the agents in ``obs``."""

@@ -1,0 +1,171 @@
+"""The Ray Serve application: one deployment holding every served run's policy, one route per
+policy, ``@serve.batch`` across concurrent requests.
+
+    arena serve RUN [NAME=RUN ...]                 # from the project root, a local Ray
+    serve deploy serve/config.yaml                 # a running Ray cluster (or a KubeRay
+                                                   # RayService's serveConfigV2)
+
+The application builder is ``serve.app:build_app``; its args are :class:`ServeArgs`. The
+replica restores each RLModule alone from its checkpoint (no Algorithm, no env). The
+deployment is a plain ASGI-style callable over ``serve.policy.Api``, not FastAPI: it decodes
+and validates the body itself, so bad input is always a 4xx, and it skips FastAPI's per-request
+overhead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import Response
+
+from serve.policy import Act, Api, PolicySpec, Reply, load, spec_from_run
+
+APP_NAME = "arena"
+
+
+class ServeArgs(BaseModel):
+    """Arguments of the application builder (``args:`` in serve/config.yaml)."""
+
+    runs: list[str] = Field(description="run directories, each optionally as NAME=RUN")
+    replicas: int = Field(1, ge=1, description="replicas when not autoscaling")
+    autoscale: str | None = Field(None, description="MIN:MAX replicas, autoscaled")
+    replica_cpus: float = Field(1.0, gt=0, description="CPUs reserved per replica")
+    max_batch_size: int = Field(64, ge=1, description="requests per forward pass")
+    batch_wait_s: float = Field(0.0, ge=0, description="wait for a fuller batch (0: none)")
+    max_ongoing_requests: int = Field(128, ge=1, description="in flight per replica")
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _split(cls, v):  # "a,b" from the command line
+        return [s for s in v.split(",") if s] if isinstance(v, str) else v
+
+    @field_validator("autoscale")
+    @classmethod
+    def _autoscale(cls, v):
+        if v is not None:
+            m = re.fullmatch(r"(\d+):(\d+)", v)
+            if not m or not 0 < int(m[1]) <= int(m[2]):
+                raise ValueError(f"autoscale must be MIN:MAX with 0 < MIN <= MAX, got {v!r}")
+        return v
+
+
+def resolve(runs: list[str]) -> list[PolicySpec]:
+    """Specs of ``runs`` (``RUN`` or ``NAME=RUN``). A default name is ``<algo>-<env name>``;
+    where two runs share it, each gets its run directory's name appended."""
+    items = [item.split("=", 1) if "=" in item else (None, item) for item in runs]
+    specs = [spec_from_run(run, name) for name, run in items]
+    names = [s.name for s in specs]
+    specs = [
+        s if name or names.count(s.name) == 1 else replace(s, name=f"{s.name}.{Path(s.run).name}")
+        for s, (name, _) in zip(specs, items, strict=True)
+    ]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"policy names must be unique, got {names}; name them NAME=RUN")
+    return specs
+
+
+@serve.deployment(name="PolicyServer", health_check_period_s=2, health_check_timeout_s=10)
+class PolicyServer:
+    """Serves ``specs``; ``max_batch_size`` and ``batch_wait_s`` tune ``@serve.batch``."""
+
+    def __init__(self, specs: list[PolicySpec], max_batch_size: int, batch_wait_s: float):
+        import torch
+
+        torch.set_num_threads(1)  # one core per replica; threads only contend here
+        self.api = Api({s.name: load(s) for s in specs})
+        self._act.set_max_batch_size(max_batch_size)
+        self._act.set_batch_wait_timeout_s(batch_wait_s)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
+    async def _act(self, calls: list[Act]) -> list[dict[str, Any]]:
+        # Group by policy: one forward pass per policy per batch.
+        out: list[Any] = [None] * len(calls)
+        groups: dict[str, list[int]] = {}
+        for i, call in enumerate(calls):
+            groups.setdefault(call.policy.spec.name, []).append(i)
+        for idx in groups.values():
+            policy = calls[idx[0]].policy
+            for i, answer in zip(idx, policy.act([calls[i].parsed for i in idx]), strict=True):
+                out[i] = answer
+        return out
+
+    async def __call__(self, request: Request) -> Response:
+        out = self.api.route(request.method, request.url.path, await request.body())
+        if isinstance(out, Act):
+            out = Reply(200, await self._act(out))
+        return Response(out.body(), status_code=out.status, media_type="application/json")
+
+
+def build_app(args: ServeArgs) -> serve.Application:
+    """The Serve application of ``args.runs`` (the builder ``serve deploy`` calls)."""
+    if not isinstance(args, ServeArgs):
+        args = ServeArgs.model_validate(args)
+    return make_app(args, resolve(args.runs))
+
+
+def make_app(args: ServeArgs, specs: list[PolicySpec]) -> serve.Application:
+    """The application serving ``specs`` with the deployment settings of ``args``."""
+    options: dict[str, Any] = {
+        "ray_actor_options": {
+            "num_cpus": args.replica_cpus,
+            "runtime_env": {"env_vars": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}},
+        },
+        "max_ongoing_requests": args.max_ongoing_requests,
+        # A log line per request costs the replica more CPU than the forward pass.
+        "logging_config": {"enable_access_log": False, "log_level": "WARNING"},
+    }
+    if args.autoscale:
+        lo, hi = map(int, args.autoscale.split(":"))
+        options["autoscaling_config"] = {
+            "min_replicas": lo,
+            "max_replicas": hi,
+            "target_ongoing_requests": 8,
+        }
+    else:
+        options["num_replicas"] = args.replicas
+    return PolicyServer.options(**options).bind(specs, args.max_batch_size, args.batch_wait_s)
+
+
+def __getattr__(name: str):
+    # `serve build serve.app:app` needs an Application object: build it from ARENA_SERVE_RUNS.
+    if name == "app":
+        return build_app({"runs": os.environ.get("ARENA_SERVE_RUNS", "")})
+    raise AttributeError(name)
+
+
+def write_config(runs: list[str], path: str) -> None:
+    """Writes ``path`` with ``serve build``, then points its import path at the builder with
+    ``args: {runs: ...}``, so ``serve deploy`` and a RayService build the same app anywhere."""
+    import yaml
+    from ray.serve.scripts import build
+
+    os.environ["ARENA_SERVE_RUNS"] = ",".join(runs)
+    build.main(["serve.app:app", "-o", path], standalone_mode=False)
+    text = Path(path).read_text()
+    header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    config = yaml.safe_load(text)
+    for app in config["applications"]:
+        app.update(name=APP_NAME, import_path="serve.app:build_app", args={"runs": list(runs)})
+    Path(path).write_text(
+        header
+        + "# Then: import_path -> serve.app:build_app, args.runs (python -m serve.app).\n\n"
+        + yaml.safe_dump(config, sort_keys=False)
+    )
+
+
+if __name__ == "__main__":  # python -m serve.app RUN [RUN ...] -o serve/config.yaml
+    import argparse
+
+    p = argparse.ArgumentParser(description="write a Serve config for runs")
+    p.add_argument("runs", nargs="+")
+    p.add_argument("-o", "--output", default="serve/config.yaml")
+    a = p.parse_args()
+    write_config(a.runs, a.output)

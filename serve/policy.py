@@ -1,0 +1,385 @@
+"""What the policy server serves, independent of the transport: a run's policy described by
+its env's spaces, requests validated against them, and the HTTP API as plain functions.
+
+A served policy is anything with the small :class:`ServedPolicy` interface: ``parse`` turns a
+request's JSON into a validated, transport-free value (or raises :class:`RequestError`, a
+4xx), and ``act`` answers a whole batch of parsed requests with one forward pass. Which class
+serves a run is looked up by the RLModule's class in :data:`KINDS`, so a new kind of policy
+(recurrent, language model) is one class and one line there, never a branch per env.
+
+Request body of ``POST /v1/policies/{name}/act``::
+
+    {"observations": {"agent_0": [...], "agent_1": [[...], [...]]}, "explore": false}
+
+One observation per agent, or a list of them (a whole vectorised env in one call). Where the
+env masks actions an observation is ``{"observations": [...], "action_mask": [0, 1, ...]}``,
+its arrays batched the same way. The answer mirrors it: ``{"actions": {"agent_0": 3,
+"agent_1": [1, 4]}, "version": ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+MAX_ROWS = 8192
+"""Most observations in one request (a bigger batch is a 413: split it)."""
+REQUEST_KEYS = ("observations", "explore")
+
+
+class RequestError(ValueError):
+    """A request the server refuses; ``status`` is its 4xx code, the message says why."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def space_json(space: gym.Space) -> dict[str, Any]:
+    """A JSON description of a gymnasium space (what clients validate against)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        finite = lambda a: [None if not np.isfinite(x) else float(x) for x in a.flat]  # noqa: E731
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+            "low": finite(space.low),
+            "high": finite(space.high),
+        }
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_json(v) for k, v in space.spaces.items()}}
+    return {"type": type(space).__name__, "repr": str(space)}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One deployed policy: where it comes from and the spaces requests are checked against.
+
+    Args:
+        name: the route name, ``/v1/policies/{name}``.
+        env: the env id the run trained on.
+        algo: the run's algorithm.
+        run: the run directory.
+        checkpoint: the checkpoint the RLModule is restored from.
+        version: ``<run name>/<checkpoint name>``, so a client sees a redeploy.
+        agents: the env's agents in order.
+        observation_spaces: agent -> observation space.
+        action_spaces: agent -> action space.
+        meta: the checkpoint's ``arena.json`` (iteration, env steps).
+    """
+
+    name: str
+    env: str
+    algo: str
+    run: str
+    checkpoint: str
+    version: str
+    agents: tuple[str, ...]
+    observation_spaces: dict[str, gym.Space]
+    action_spaces: dict[str, gym.Space]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": self.env,
+            "algo": self.algo,
+            "version": self.version,
+            "agents": list(self.agents),
+            "observation_spaces": {a: space_json(s) for a, s in self.observation_spaces.items()},
+            "action_spaces": {a: space_json(s) for a, s in self.action_spaces.items()},
+            "masked": any(isinstance(s, gym.spaces.Dict) for s in self.observation_spaces.values()),
+            "checkpoint": {"path": self.checkpoint, **self.meta},
+        }
+
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
+    """The :class:`PolicySpec` of a run directory's newest checkpoint (builds the env once for
+    its spaces; the server itself never builds an env)."""
+    import envs
+    from cluster.driver import latest_checkpoint, load_config
+
+    run = Path(run)
+    ckpt = latest_checkpoint(run)
+    cfg = load_config(run)
+    env = envs.make(cfg.env, **cfg.env_args)
+    agents = tuple(env.possible_agents)
+    name = name or f"{cfg.algo}-{cfg.env.split('/')[-1]}"
+    if not NAME_RE.match(name):
+        raise ValueError(f"policy name {name!r} may only use letters, digits and . _ -")
+    spec = PolicySpec(
+        name=name,
+        env=cfg.env,
+        algo=cfg.algo,
+        run=str(run.resolve()),
+        checkpoint=str(ckpt.resolve()),
+        version=f"{run.name}/{ckpt.name}",
+        agents=agents,
+        observation_spaces={a: env.observation_space(a) for a in agents},
+        action_spaces={a: env.action_space(a) for a in agents},
+        meta=json.loads((ckpt / "arena.json").read_text()),
+    )
+    env.close()
+    return spec
+
+
+class ServedPolicy(Protocol):
+    """The interface the server needs from a policy kind."""
+
+    spec: PolicySpec
+
+    def parse(self, payload: Any) -> Any:
+        """Validates a decoded request body; returns what ``act`` takes or raises
+        :class:`RequestError`."""
+
+    def act(self, requests: list[Any]) -> list[dict[str, Any]]:
+        """Answers parsed requests (from many clients) with one forward pass."""
+
+
+def _array(agent: str, what: str, value: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:
+    """``value`` as float32 rows ``[n, prod(shape)]`` and whether it was a single one."""
+    try:
+        arr = np.asarray(value)
+    except ValueError:  # ragged nested lists
+        arr = np.asarray(value, dtype=object)
+    want = f"{list(shape)} or [n, {', '.join(map(str, shape))}]"
+    if arr.dtype.kind not in "iuf" or arr.dtype == object:
+        raise RequestError(
+            f"agent {agent!r}: {what} must be numbers of shape {want}; got "
+            f"{'ragged lists' if arr.dtype == object else type(value).__name__ + ' of ' + arr.dtype.name}"
+        )
+    if arr.shape == shape:
+        single = True
+    elif arr.ndim == len(shape) + 1 and arr.shape[1:] == shape and arr.shape[0] > 0:
+        single = False
+    else:
+        raise RequestError(f"agent {agent!r}: {what} has shape {list(arr.shape)}; expected {want}")
+    rows = arr.reshape(-1, int(np.prod(shape))).astype(np.float32, copy=False)
+    if not np.isfinite(rows).all():
+        raise RequestError(f"agent {agent!r}: {what} holds NaN or infinity")
+    return rows, single
+
+
+@dataclass
+class Parsed:
+    """A validated request: its rows in module input layout and how to answer it."""
+
+    agents: list[str]
+    counts: list[int]
+    single: list[bool]
+    rows: np.ndarray
+    explore: bool
+
+
+class SharedMLPPolicy:
+    """Arena's shared actor-critic (``policies.modules.SharedActorCritic``): flat rows
+    ``[obs | mask | critic]``, discrete (optionally masked) or continuous actions."""
+
+    def __init__(self, spec: PolicySpec, policy=None):
+        from policies.inference import Policy
+
+        self.spec = spec
+        self.policy = policy or Policy.from_checkpoint(spec.checkpoint, list(spec.agents))
+        self.layout = self.policy.layout
+        self.obs_boxes: dict[str, gym.spaces.Box] = {}
+        for agent, space in spec.observation_spaces.items():
+            box = space["observations"] if isinstance(space, gym.spaces.Dict) else space
+            self.obs_boxes[agent] = box
+        self.masked = {
+            a: isinstance(s, gym.spaces.Dict) for a, s in spec.observation_spaces.items()
+        }
+        self.bounded = {
+            a: bool(np.isfinite(b.low).any() or np.isfinite(b.high).any())
+            for a, b in self.obs_boxes.items()
+        }
+
+    def _agent_rows(self, agent: str, value: Any) -> tuple[np.ndarray, bool]:
+        lay, box = self.layout, self.obs_boxes[agent]
+        if self.masked[agent]:
+            if not isinstance(value, dict) or set(value) != {"observations", "action_mask"}:
+                raise RequestError(
+                    f"agent {agent!r}: this env masks actions; send "
+                    '{"observations": [...], "action_mask": [...]}'
+                )
+            obs, single = _array(agent, "observations", value["observations"], box.shape)
+            mask, mask_single = _array(agent, "action_mask", value["action_mask"], (lay.mask_dim,))
+            if mask_single != single or len(mask) != len(obs):
+                raise RequestError(
+                    f"agent {agent!r}: {len(obs)} observation(s) but {len(mask)} action mask(s)"
+                )
+            if not np.isin(mask, (0.0, 1.0)).all():
+                raise RequestError(f"agent {agent!r}: action_mask values must be 0 or 1")
+            empty = np.flatnonzero(mask.max(axis=1) < 1)
+            if len(empty):
+                raise RequestError(
+                    f"agent {agent!r}: action mask {empty[:5].tolist()} has no legal action"
+                )
+        else:
+            obs, single = _array(agent, "observation", value, box.shape)
+            mask = None
+        if self.bounded[agent]:
+            low, high = box.low.reshape(-1), box.high.reshape(-1)
+            if ((obs < low) | (obs > high)).any():
+                raise RequestError(
+                    f"agent {agent!r}: observation outside the space's bounds "
+                    f"[{low.min():g}, {high.max():g}]"
+                )
+        rows = np.zeros((len(obs), lay.size), np.float32)
+        rows[:, : lay.obs_dim] = obs
+        if mask is not None:
+            rows[:, lay.obs_dim : lay.obs_dim + lay.mask_dim] = mask
+        return rows, single
+
+    def parse(self, payload: Any) -> Parsed:
+        if not isinstance(payload, dict):
+            raise RequestError(f"the body must be a JSON object with keys {list(REQUEST_KEYS)}")
+        unknown = sorted(set(payload) - set(REQUEST_KEYS))
+        if unknown:
+            raise RequestError(f"unknown key(s) {unknown}; allowed: {list(REQUEST_KEYS)}")
+        explore = payload.get("explore", False)
+        if not isinstance(explore, bool):
+            raise RequestError(f"'explore' must be true or false, got {explore!r}")
+        obs = payload.get("observations")
+        if not isinstance(obs, dict) or not obs:
+            raise RequestError(
+                "'observations' must be an object of agent -> observation for one or more of "
+                f"{list(self.spec.agents)}"
+            )
+        parts, single = [], []
+        for agent, value in obs.items():
+            if agent not in self.obs_boxes:
+                raise RequestError(f"unknown agent {agent!r}; agents: {list(self.spec.agents)}")
+            rows, one = self._agent_rows(agent, value)
+            parts.append(rows)
+            single.append(one)
+        counts = [len(p) for p in parts]
+        if sum(counts) > MAX_ROWS:
+            raise RequestError(
+                f"{sum(counts)} observations in one request; at most {MAX_ROWS}", status=413
+            )
+        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return Parsed(list(obs), counts, single, rows, explore)
+
+    def act(self, requests: list[Parsed]) -> list[dict[str, Any]]:
+        rows = (
+            requests[0].rows if len(requests) == 1 else np.concatenate([r.rows for r in requests])
+        )
+        if all(r.explore == requests[0].explore for r in requests):
+            explore: bool | np.ndarray = requests[0].explore
+        else:
+            explore = np.repeat([r.explore for r in requests], [len(r.rows) for r in requests])
+        actions = self.policy.act_rows(rows, explore).tolist()
+        out, i = [], 0
+        for r in requests:
+            answer = {}
+            for agent, n, one in zip(r.agents, r.counts, r.single, strict=True):
+                answer[agent] = actions[i] if one else actions[i : i + n]
+                i += n
+            out.append({"actions": answer, "version": self.spec.version})
+        return out
+
+
+KINDS: dict[str, type] = {"SharedActorCritic": SharedMLPPolicy}
+"""RLModule class name -> the :class:`ServedPolicy` class that serves it."""
+
+
+def load(spec: PolicySpec) -> ServedPolicy:
+    """Restores the policy of ``spec`` (its RLModule alone) behind the served interface."""
+    from policies.inference import Policy
+
+    policy = Policy.from_checkpoint(spec.checkpoint, list(spec.agents))
+    kind = type(policy.module).__name__
+    if kind not in KINDS:
+        raise TypeError(f"no server for RLModule {kind}; known: {sorted(KINDS)}")
+    return KINDS[kind](spec, policy)
+
+
+@dataclass
+class Reply:
+    """An HTTP answer: status and JSON payload."""
+
+    status: int
+    payload: Any
+
+    def body(self) -> bytes:
+        return json.dumps(self.payload, separators=(",", ":")).encode()
+
+
+@dataclass
+class Act:
+    """A validated act request, for the transport to run (batched or not)."""
+
+    policy: ServedPolicy
+    parsed: Any
+
+
+class Api:
+    """The HTTP API over a set of served policies, as functions of (method, path, body)."""
+
+    def __init__(self, policies: dict[str, ServedPolicy]):
+        self.policies = policies
+
+    def route(self, method: str, path: str, body: bytes) -> Reply | Act:
+        """A :class:`Reply`, or an :class:`Act` the transport answers with ``policy.act``."""
+        path = path.rstrip("/") or "/"
+        parts = path.strip("/").split("/")
+        if path == "/healthz":
+            return self._only(method, "GET") or Reply(
+                200, {"status": "ok", "policies": sorted(self.policies)}
+            )
+        if parts[:2] == ["v1", "policies"]:
+            if len(parts) == 2:
+                return self._only(method, "GET") or Reply(
+                    200, {"policies": [p.spec.describe() for p in self.policies.values()]}
+                )
+            policy = self.policies.get(parts[2])
+            if policy is None:
+                return Reply(
+                    404, {"error": f"no policy {parts[2]!r}; policies: {sorted(self.policies)}"}
+                )
+            if len(parts) == 3:
+                return self._only(method, "GET") or Reply(200, policy.spec.describe())
+            if len(parts) == 4 and parts[3] == "act":
+                return self._only(method, "POST") or self._parse(policy, body)
+        return Reply(
+            404,
+            {
+                "error": f"no route {path}; routes: GET /healthz, GET /v1/policies, "
+                "GET /v1/policies/{name}, POST /v1/policies/{name}/act"
+            },
+        )
+
+    @staticmethod
+    def _only(method: str, allowed: str) -> Reply | None:
+        if method == allowed:
+            return None
+        return Reply(405, {"error": f"method {method} not allowed here; use {allowed}"})
+
+    @staticmethod
+    def _parse(policy: ServedPolicy, body: bytes) -> Reply | Act:
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            return Reply(400, {"error": f"malformed JSON: {e}"})
+        try:
+            return Act(policy, policy.parse(payload))
+        except RequestError as e:
+            return Reply(e.status, {"error": str(e)})
+
+    def answer(self, method: str, path: str, body: bytes) -> Reply:
+        """Route and act at once (a transport without cross-request batching)."""
+        out = self.route(method, path, body)
+        if isinstance(out, Act):
+            return Reply(200, out.policy.act([out.parsed])[0])
+        return out
