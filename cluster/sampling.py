@@ -149,6 +149,7 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         self._returns = self._lengths = None
         window = self.config.metrics_num_episodes_for_smoothing
         self._recent: deque = deque(maxlen=max(1, math.ceil(window / (self.num_workers or 1))))
+        self._wins: deque = deque(maxlen=self._recent.maxlen)  # envs that report battle_won
 
     # -- construction -----------------------------------------------------------------------
 
@@ -269,6 +270,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             if done.any():
                 done_buf[t], term_buf[t] = done, step.terminated
                 ended = np.flatnonzero(done)
+                if step.info is not None and "battle_won" in step.info:
+                    self._wins.extend(step.info["battle_won"][ended].tolist())
                 final = final_x[t] = self._buffer(len(ended) * N)
                 self._write_features(
                     final,
@@ -365,6 +368,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 m.log_value(
                     ("agent_episode_return_mean", agent), float(per_agent[:, j].mean()), window=1
                 )
+        if self._wins:
+            m.log_value("win_rate", float(np.mean(self._wins)), window=1)
 
     def get_metrics(self) -> dict:
         return self.metrics.reduce()

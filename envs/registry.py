@@ -23,7 +23,7 @@ from typing import Any
 from pettingzoo import ParallelEnv
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_]+-v\d+$")
-FAMILIES = ("envs.mpe",)
+FAMILIES = ("envs.mpe", "envs.smac")
 
 
 class EnvError(ValueError):

@@ -37,6 +37,8 @@ class VectorStep:
         terminated: bool ``[B]``; truncated: bool ``[B]`` (episode limit).
         final_obs / final_state: the last observation/state of the envs that ended this step
             (rows of other envs are undefined).
+        info: per-env episode facts ``name -> [B]`` for the envs that ended this step (e.g.
+            SMAC's ``battle_won``); rows of other envs are undefined. None if the env has none.
     """
 
     obs: np.ndarray
@@ -47,6 +49,7 @@ class VectorStep:
     truncated: np.ndarray
     final_obs: np.ndarray
     final_state: np.ndarray
+    info: dict[str, np.ndarray] | None = None
 
 
 class VectorEnv(abc.ABC):
@@ -164,9 +167,14 @@ class ParallelEnvBatch(VectorEnv):
         truncated = np.zeros(B, bool)
         final_obs = np.empty_like(self._obs)
         final_state = np.empty_like(self._state)
+        won: np.ndarray | None = None
         for i, env in enumerate(self.envs):
             act = {a: actions[i, j] for j, a in enumerate(self.agents)}
-            obs, rew, term, trunc, _ = env.step(act)
+            obs, rew, term, trunc, infos = env.step(act)
+            for info in infos.values():
+                if "battle_won" in info:
+                    won = np.zeros(B, bool) if won is None else won
+                    won[i] = bool(info["battle_won"])
             for j, a in enumerate(self.agents):
                 rewards[i, j] = rew.get(a, 0.0)
             if obs:
@@ -192,4 +200,5 @@ class ParallelEnvBatch(VectorEnv):
             truncated,
             final_obs,
             final_state,
+            None if won is None else {"battle_won": won},
         )

@@ -1,0 +1,33 @@
+"""SMAC battles on a vectorised NumPy re-implementation of SMAC's micromanagement game.
+
+Every SMAC v1 map is ``smac/<map>-v0`` and every SMACv2 scenario
+``smacv2/<race>_<N>_vs_<M>-v0``; keyword arguments of ``envs.make`` are ``reward_sparse``.
+The interface (actions, masks, observation and state features, reward, episode limit) is
+SMAC's; the mechanics and their sources are described in ``envs.smac.core``.
+
+Version history: v0 = the first version.
+"""
+
+from envs.registry import register
+from envs.smac.core import BattleBatch
+from envs.smac.env import SMACEnv
+from envs.smac.maps import SMAC_MAPS, SMACV2_SCENARIOS
+
+for _name, _spec in SMAC_MAPS.items():
+    register(
+        f"smac/{_name}-v0",
+        SMACEnv,
+        vector=BattleBatch,
+        description=f"SMAC {_name}: {_spec.n_allies} vs {_spec.n_enemies}, limit {_spec.limit}",
+        map_name=_name,
+    )
+for _name, _spec in SMACV2_SCENARIOS.items():
+    register(
+        f"smacv2/{_name}-v0",
+        SMACEnv,
+        vector=BattleBatch,
+        description=f"SMACv2 {_name}, procedural, limit {_spec.limit}",
+        map_name=_name,
+    )
+
+__all__ = ["BattleBatch", "SMACEnv"]

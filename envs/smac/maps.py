@@ -1,0 +1,220 @@
+"""SMAC v1 maps and SMACv2 procedural scenarios: who fights, where they start, for how long.
+
+v1 maps follow the anchor table (``../shared/anchors/smac.md``) and smaclite's reading of the
+SMAC maps: a 32x32 open map, allies grouped around (9, 16), enemies around (23, 16), the enemy
+AI attack-moving to the allies' start. SMACv2 scenarios sample unit types per episode
+(0.45/0.45/0.10) and starts ("surrounded" or "reflect", p = 0.5 each).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envs.smac.units import INDEX, TABLE, UNIT_TYPES
+
+MAP_SIZE = 32.0
+ALLY_START = (9.0, 16.0)
+ENEMY_START = (23.0, 16.0)
+V2_LIMIT = 200
+V2_TYPES = {
+    "protoss": ("stalker", "zealot", "colossus"),
+    "terran": ("marine", "marauder", "medivac"),
+    "zerg": ("zergling", "hydralisk", "baneling"),
+}
+V2_TYPE_PROBS = (0.45, 0.45, 0.10)
+V2_SIZES = {"5_vs_5": (5, 5), "10_vs_10": (10, 10), "10_vs_11": (10, 11),
+            "20_vs_20": (20, 20), "20_vs_23": (20, 23)}
+V2_MIN_ATTACK_RANGE = 2.0
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """One battle scenario.
+
+    Args:
+        allies / enemies: ``((unit name, count), ...)`` in agent (and enemy) order; for a
+            SMACv2 scenario, the counts only matter (types are sampled per episode).
+        limit: episode limit in agent steps.
+        type_bits: length of the unit-type one-hot in observations and state.
+        ally_type_ids / enemy_type_ids: unit name -> one-hot index (SMAC numbers the two
+            teams differently on some maps; see ``_SMAC_TYPE_IDS``).
+        race: SMACv2 race, or None for a v1 map.
+    """
+
+    name: str
+    allies: tuple[tuple[str, int], ...]
+    enemies: tuple[tuple[str, int], ...]
+    limit: int
+    type_bits: int = 0
+    ally_type_ids: dict[str, int] = field(default_factory=dict)
+    enemy_type_ids: dict[str, int] = field(default_factory=dict)
+    race: str | None = None
+
+    @property
+    def n_allies(self) -> int:
+        return sum(n for _, n in self.allies)
+
+    @property
+    def n_enemies(self) -> int:
+        return sum(n for _, n in self.enemies)
+
+    @property
+    def procedural(self) -> bool:
+        return self.race is not None
+
+    def unit_names(self) -> set[str]:
+        if self.race:
+            return set(V2_TYPES[self.race])
+        return {name for name, _ in self.allies + self.enemies}
+
+    def shields(self, team: str) -> bool:
+        """SMAC's shield bit: whether the team is Protoss."""
+        names = self.unit_names() if self.race else {n for n, _ in getattr(self, team)}
+        return any(UNIT_TYPES[INDEX[n]].race == "P" for n in names)
+
+
+# SMAC's unit-type one-hot indices per map type: allies are numbered from the map's first
+# custom unit id, enemies by SC2's built-in ids, which swaps stalker/zealot for enemies.
+_SMAC_TYPE_IDS = {
+    "stalkers_and_zealots": ({"stalker": 0, "zealot": 1}, {"zealot": 0, "stalker": 1}),
+    "colossi_stalkers_zealots": (
+        {"colossus": 0, "stalker": 1, "zealot": 2},
+        {"colossus": 0, "stalker": 1, "zealot": 2},
+    ),
+    "MMM": (
+        {"marauder": 0, "marine": 1, "medivac": 2},
+        {"marauder": 0, "marine": 1, "medivac": 2},
+    ),
+    "bane": ({"baneling": 0, "zergling": 1}, {"baneling": 0, "zergling": 1}),
+}
+
+
+def _v1(name, allies, enemies, limit, map_type=None) -> MapSpec:
+    ally_ids, enemy_ids = _SMAC_TYPE_IDS.get(map_type, ({}, {}))
+    return MapSpec(name, allies, enemies, limit, len(ally_ids), ally_ids, enemy_ids)
+
+
+_M, _MMM = (("marine", 1),), (("marauder", 2), ("marine", 7), ("medivac", 1))
+SMAC_MAPS: dict[str, MapSpec] = {
+    m.name: m
+    for m in (
+        _v1("3m", (("marine", 3),), (("marine", 3),), 60),
+        _v1("8m", (("marine", 8),), (("marine", 8),), 120),
+        _v1("25m", (("marine", 25),), (("marine", 25),), 150),
+        _v1("5m_vs_6m", (("marine", 5),), (("marine", 6),), 70),
+        _v1("8m_vs_9m", (("marine", 8),), (("marine", 9),), 120),
+        _v1("10m_vs_11m", (("marine", 10),), (("marine", 11),), 150),
+        _v1("27m_vs_30m", (("marine", 27),), (("marine", 30),), 180),
+        _v1("MMM", _MMM, _MMM, 150, "MMM"),
+        _v1("MMM2", _MMM, (("marauder", 3), ("marine", 8), ("medivac", 1)), 180, "MMM"),
+        _v1("2s3z", (("stalker", 2), ("zealot", 3)), (("stalker", 2), ("zealot", 3)), 120,
+            "stalkers_and_zealots"),
+        _v1("3s5z", (("stalker", 3), ("zealot", 5)), (("stalker", 3), ("zealot", 5)), 150,
+            "stalkers_and_zealots"),
+        _v1("3s5z_vs_3s6z", (("stalker", 3), ("zealot", 5)), (("stalker", 3), ("zealot", 6)),
+            170, "stalkers_and_zealots"),
+        _v1("1c3s5z", (("colossus", 1), ("stalker", 3), ("zealot", 5)),
+            (("colossus", 1), ("stalker", 3), ("zealot", 5)), 180, "colossi_stalkers_zealots"),
+        _v1("3s_vs_3z", (("stalker", 3),), (("zealot", 3),), 150),
+        _v1("3s_vs_4z", (("stalker", 3),), (("zealot", 4),), 200),
+        _v1("3s_vs_5z", (("stalker", 3),), (("zealot", 5),), 250),
+        _v1("2m_vs_1z", (("marine", 2),), (("zealot", 1),), 150),
+        _v1("2s_vs_1sc", (("stalker", 2),), (("spine_crawler", 1),), 300),
+        _v1("6h_vs_8z", (("hydralisk", 6),), (("zealot", 8),), 150),
+        _v1("corridor", (("zealot", 6),), (("zergling", 24),), 400),
+        _v1("so_many_baneling", (("zealot", 7),), (("baneling", 32),), 100),
+        _v1("bane_vs_bane", (("baneling", 4), ("zergling", 20)),
+            (("baneling", 4), ("zergling", 20)), 200, "bane"),
+        _v1("2c_vs_64zg", (("colossus", 2),), (("zergling", 64),), 400),
+    )
+}
+
+
+def _v2(race: str, size: str) -> MapSpec:
+    n_allies, n_enemies = V2_SIZES[size]
+    types = V2_TYPES[race]
+    ids = {t: i for i, t in enumerate(types)}
+    first = types[0]
+    return MapSpec(f"{race}_{size}", ((first, n_allies),), ((first, n_enemies),), V2_LIMIT,
+                   len(types), ids, ids, race)
+
+
+SMACV2_SCENARIOS: dict[str, MapSpec] = {
+    m.name: m for m in (_v2(r, s) for r in V2_TYPES for s in V2_SIZES)
+}
+
+
+def _expand(groups: tuple[tuple[str, int], ...]) -> list[int]:
+    return [INDEX[name] for name, n in groups for _ in range(n)]
+
+
+def group_positions(types: np.ndarray, centre, rng: np.random.Generator) -> np.ndarray:
+    """Positions of a compact square formation around ``centre``, with a small seeded jitter
+    (so that episodes of one map differ, as SC2's own placement does)."""
+    n = len(types)
+    cols = math.ceil(math.sqrt(n))
+    spacing = 2 * float(TABLE.radius[types].max()) + 0.2
+    k = np.arange(n)
+    offsets = np.stack([k // cols - (math.ceil(n / cols) - 1) / 2, k % cols - (cols - 1) / 2], 1)
+    pos = np.asarray(centre, np.float32) + offsets * spacing
+    pos += rng.uniform(-0.2, 0.2, size=pos.shape)
+    return pos.astype(np.float32)
+
+
+def sample_battle(spec: MapSpec, rng: np.random.Generator):
+    """Unit types ``[U]`` (allies then enemies), start positions ``[U, 2]`` and the point the
+    enemy AI attack-moves to, for one episode of ``spec``."""
+    if not spec.procedural:
+        ally_types = np.array(_expand(spec.allies))
+        enemy_types = np.array(_expand(spec.enemies))
+        ally_pos = group_positions(ally_types, ALLY_START, rng)
+        enemy_pos = group_positions(enemy_types, ENEMY_START, rng)
+        point = np.array(ALLY_START, np.float32)
+    else:
+        names = V2_TYPES[spec.race]
+        pool = np.array([INDEX[n] for n in names])
+        # SMACv2 mirrors the allies' team for the enemies and samples any extra enemies.
+        ally_types = pool[rng.choice(3, size=spec.n_allies, p=V2_TYPE_PROBS)]
+        extra = pool[rng.choice(3, size=spec.n_enemies - spec.n_allies, p=V2_TYPE_PROBS)]
+        enemy_types = np.concatenate([ally_types, extra])
+        ally_pos, enemy_pos = _v2_starts(ally_types, enemy_types, rng)
+        point = ally_pos.mean(0)
+    types = np.concatenate([ally_types, enemy_types]).astype(np.int64)
+    pos = np.clip(np.concatenate([ally_pos, enemy_pos]), 0.5, MAP_SIZE - 0.5)
+    return types, pos.astype(np.float32), point.astype(np.float32)
+
+
+def _v2_starts(ally_types, enemy_types, rng):
+    """SMACv2's "surrounded_and_reflect": with p = 0.5 the allies stand in the centre and the
+    enemies come in 2-4 groups from around them; otherwise the teams start mirrored across the
+    map's vertical centre line."""
+    centre = MAP_SIZE / 2
+    if rng.random() < 0.5:
+        ally_pos = group_positions(ally_types, (centre, centre), rng)
+        k = int(rng.integers(2, 5))
+        base = rng.uniform(0, 2 * math.pi)
+        groups = np.array_split(np.arange(len(enemy_types)), k)
+        enemy_pos = np.empty((len(enemy_types), 2), np.float32)
+        for g, idx in enumerate(groups):
+            angle = base + 2 * math.pi * g / k
+            c = (centre + 9 * math.cos(angle), centre + 9 * math.sin(angle))
+            enemy_pos[idx] = group_positions(enemy_types[idx], c, rng)
+        return ally_pos, enemy_pos
+    c = (rng.uniform(5, 11), rng.uniform(6, MAP_SIZE - 6))
+    ally_pos = group_positions(ally_types, c, rng)
+    enemy_pos = group_positions(enemy_types, (MAP_SIZE - c[0], c[1]), rng)
+    return ally_pos, enemy_pos
+
+
+def spec_of(map_name: str) -> MapSpec:
+    """The :class:`MapSpec` of a v1 map or SMACv2 scenario name; else an error listing them."""
+    spec = SMAC_MAPS.get(map_name) or SMACV2_SCENARIOS.get(map_name)
+    if spec is None:
+        raise ValueError(
+            f"unknown SMAC map {map_name!r}; v1 maps: {', '.join(SMAC_MAPS)}; "
+            f"SMACv2 scenarios: {', '.join(SMACV2_SCENARIOS)}"
+        )
+    return spec

@@ -1,0 +1,109 @@
+"""The unit table: SC2 "faster" values from ``../shared/anchors/smac.md``, one row per type.
+
+Everything the simulator needs about a unit type is a column here, so that the core gathers
+per-unit arrays with one fancy index (``TABLE.hp[types]``) instead of branching on names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Attribute bits.
+LIGHT, ARMORED, BIO, MECH, AIR, STRUCTURE = 1, 2, 4, 8, 16, 32
+
+
+@dataclass(frozen=True)
+class UnitType:
+    name: str
+    race: str  # "T", "P", "Z"
+    hp: float
+    shield: float
+    armor: float
+    damage: float  # per attack; for the medivac: hp healed per second
+    attacks: int  # attacks per swing (zealot and colossus hit twice)
+    cooldown: float  # seconds between swings
+    range: float  # weapon (or heal) range, edge to edge
+    speed: float  # distance per game second
+    radius: float
+    attributes: int
+    bonus: float = 0.0
+    bonus_vs: int = 0
+    hits_air: bool = False
+    hits_ground: bool = True
+    sight: float = 9.0  # SC2 sight, used by SMACv2's per-unit ranges
+
+
+UNIT_TYPES: tuple[UnitType, ...] = (
+    UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True),
+    UnitType("marauder", "T", 125, 0, 1, 10, 1, 1.07, 6, 3.15, 0.5625, ARMORED | BIO,
+             bonus=10, bonus_vs=ARMORED, sight=10),
+    UnitType("medivac", "T", 150, 0, 1, 9, 0, 0.0, 4, 3.5, 0.75, ARMORED | MECH | AIR,
+             hits_ground=False, sight=11),
+    UnitType("stalker", "P", 80, 80, 1, 13, 1, 1.34, 6, 4.13, 0.625, ARMORED | MECH,
+             bonus=5, bonus_vs=ARMORED, hits_air=True, sight=10),
+    UnitType("zealot", "P", 100, 50, 1, 8, 2, 0.86, 0.1, 3.15, 0.5, LIGHT | BIO),
+    UnitType("colossus", "P", 200, 150, 1, 10, 2, 1.07, 7, 3.15, 1.0, ARMORED | MECH,
+             bonus=5, bonus_vs=LIGHT, sight=10),
+    UnitType("zergling", "Z", 35, 0, 0, 5, 1, 0.497, 0.1, 4.13, 0.375, LIGHT | BIO, sight=8),
+    UnitType("hydralisk", "Z", 90, 0, 0, 12, 1, 0.59, 5, 3.15, 0.625, LIGHT | BIO,
+             hits_air=True),
+    UnitType("baneling", "Z", 30, 0, 0, 16, 1, 0.0, 0.25, 3.5, 0.375, BIO,
+             bonus=19, bonus_vs=LIGHT, sight=8),
+    UnitType("spine_crawler", "Z", 300, 0, 2, 25, 1, 1.32, 7, 0.0, 1.0, ARMORED | STRUCTURE,
+             bonus=5, bonus_vs=ARMORED, sight=11),
+)
+INDEX = {u.name: i for i, u in enumerate(UNIT_TYPES)}
+MARINE, MARAUDER, MEDIVAC, STALKER, ZEALOT, COLOSSUS, ZERGLING, HYDRALISK, BANELING, SPINE = (
+    range(len(UNIT_TYPES))
+)
+
+# Mechanics constants (anchor file and SC2).
+FRAMES_PER_SECOND = 16
+STEP_MUL = 8  # game frames per agent step: 0.5 game seconds
+MOVE_AMOUNT = 2.0
+MIN_DAMAGE = 0.5
+MEDIVAC_ENERGY_MAX = 200.0
+MEDIVAC_ENERGY_START = 50.0
+MEDIVAC_HP_PER_ENERGY = 3.0
+ENERGY_REGEN_PER_S = 0.7875  # SC2 energy regeneration at "faster" speed
+COLOSSUS_SPLASH_WIDTH = 2.8
+BANELING_SPLASH_RADIUS = 2.2
+
+
+class Table:
+    """The unit table as NumPy columns indexed by type id."""
+
+    def __init__(self, types: tuple[UnitType, ...]):
+        def col(f, dtype=np.float32):
+            return np.array([getattr(u, f) for u in types], dtype=dtype)
+
+        self.hp, self.shield, self.armor = col("hp"), col("shield"), col("armor")
+        self.damage, self.attacks = col("damage"), col("attacks")
+        self.cooldown, self.range, self.speed = col("cooldown"), col("range"), col("speed")
+        self.radius, self.sight = col("radius"), col("sight")
+        attrs = col("attributes", np.int64)
+        self.air = (attrs & AIR) > 0
+        self.is_medivac = np.arange(len(types)) == MEDIVAC
+        self.is_baneling = np.arange(len(types)) == BANELING
+        self.is_colossus = np.arange(len(types)) == COLOSSUS
+        # raw[a, t]: damage of one attack of type a on type t before armor (0: cannot hit).
+        bonus_applies = (col("bonus_vs", np.int64)[:, None] & attrs[None, :]) > 0
+        raw = col("damage")[:, None] + col("bonus")[:, None] * bonus_applies
+        can_hit = np.where(self.air[None, :], col("hits_air", bool)[:, None],
+                           col("hits_ground", bool)[:, None])
+        can_hit &= col("attacks")[:, None] > 0
+        self.raw = np.where(can_hit, raw, 0.0).astype(np.float32)
+        self.can_hit = can_hit
+        # SMAC normalises the weapon cooldown in the state by the unit's full cooldown.
+        self.cooldown_norm = np.where(self.cooldown > 0, self.cooldown, 1.0).astype(np.float32)
+
+
+TABLE = Table(UNIT_TYPES)
+
+
+def hit_damage(attacker: str, target: str) -> float:
+    """Hp damage of one attack on an unshielded target: max(0.5, damage + bonus - armor)."""
+    a, t = INDEX[attacker], INDEX[target]
+    return max(MIN_DAMAGE, float(TABLE.raw[a, t]) - float(TABLE.armor[t]))
