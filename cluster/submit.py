@@ -162,7 +162,8 @@ def submit(sub: Submission) -> int:
     if info.status.value == "SUCCEEDED":
         return 0
     if info.message:
-        print(f"arena submit: {info.message}", file=sys.stderr)
+        # The message repeats the tail of the logs printed above: its first line is enough.
+        print(f"arena submit: {info.message.splitlines()[0]}", file=sys.stderr)
     return 1
 
 
@@ -170,13 +171,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", help=f"head's job API (default {DEFAULT_ADDRESS})")
     p.add_argument("--working-dir", default=".", help="checkout to upload (default: .)")
     p.add_argument("--no-wait", action="store_true", help="return once the job is submitted")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- arena COMMAND ...")
+    # Not "command": that is the dest of the subcommand itself.
+    p.add_argument(
+        "arena_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- arena COMMAND ...",
+        help="what to run",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     try:
         sub = Submission(
-            argv=arena_argv(args.command),
+            argv=arena_argv(args.arena_command),
             address=job_address(args.address),
             working_dir=Path(args.working_dir),
             wait=not args.no_wait,
