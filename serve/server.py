@@ -20,11 +20,43 @@ class ServeOptions:
         host: interface of the HTTP proxy (127.0.0.1: this machine only).
         port: its port.
         address: a Ray cluster to deploy to (default: RAY_ADDRESS, else an embedded Ray).
+        proxy: ``haproxy`` (HAProxy straight to the replicas) or ``ray`` (Serve's Python
+            proxy). Applies to the embedded Ray; a cluster's own environment decides there.
     """
 
     host: str = "127.0.0.1"
     port: int = 8000
     address: str | None = None
+    proxy: str = "haproxy"
+
+
+PROXIES = ("haproxy", "ray")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def haproxy_env(port: int) -> dict[str, str]:
+    """Environment of a Ray whose Serve puts HAProxy in front of the replicas (each replica
+    then answers HTTP itself, with no Python proxy and no actor call in between:
+    docs/serve.md has the measurements). Ray's own HAProxy build comes with ray[serve]."""
+    # HAProxy caps its socket path at 97 characters and Ray nests a 56-character hash under
+    # the base, so the base is short; own ports, as the defaults may be taken on a shared host.
+    base = f"/tmp/ahp{port}"
+    return {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{base}/haproxy.cfg",
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": f"{base}/admin.sock",
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": base,
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{base}/server-state",
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+    }
 
 
 def metrics_url() -> str | None:
@@ -46,10 +78,17 @@ def add_arguments(p) -> None:
     g.add_argument("--autoscale", metavar="MIN:MAX")
     p.add_argument("--replica-cpus", type=float, default=1.0, dest="replica_cpus")
     p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    p.add_argument(
+        "--proxy", choices=PROXIES, default="haproxy", help="HTTP front of the embedded Ray"
+    )
 
 
 def main(ns) -> int:
     """Runs ``arena serve`` from parsed arguments; bad arguments exit with 2."""
+    import os
+
+    if ns.proxy == "haproxy" and not (ns.address or os.environ.get("RAY_ADDRESS")):
+        os.environ.update(haproxy_env(ns.port))  # before Ray (and Serve) start
     from pydantic import ValidationError
 
     from serve.app import ServeArgs
@@ -69,7 +108,7 @@ def main(ns) -> int:
         print(f"arena: error: --port must be in 1..65535, got {ns.port}", file=sys.stderr)
         return 2
     try:
-        return serve_forever(args, ServeOptions(ns.host, ns.port, ns.address))
+        return serve_forever(args, ServeOptions(ns.host, ns.port, ns.address, ns.proxy))
     except ValueError as e:  # a bad policy name, two runs of one name
         print(f"arena: error: {e}", file=sys.stderr)
         return 2
@@ -106,7 +145,8 @@ def serve_forever(args, opts: ServeOptions) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(0.5):  # a timed wait lets the signal handler run
+        pass
     print("shutting down", flush=True)
     serve.shutdown()
     return 0

