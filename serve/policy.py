@@ -157,7 +157,7 @@ def _array(agent: str, what: str, value: Any, shape: tuple[int, ...]) -> tuple[n
     if arr.dtype.kind not in "iuf" or arr.dtype == object:
         raise RequestError(
             f"agent {agent!r}: {what} must be numbers of shape {want}; got "
-            f"{'ragged lists' if arr.dtype == object else type(value).__name__ + ' of ' + arr.dtype.name}"
+            + ("ragged lists" if isinstance(value, list) else type(value).__name__)
         )
     if arr.shape == shape:
         single = True

@@ -1,0 +1,335 @@
+"""The policy server: validation without a server, then real Ray Serve over real HTTP (in the
+shared Ray session, Serve's own proxy), then ``arena serve`` as a user runs it (a subprocess
+with its own Ray and the HAProxy front): a bounded load, a killed replica, metrics."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from cluster import driver
+from cluster.config import TrainConfig, apply_overrides
+from serve.client import PolicyClient, ServeError
+from serve.policy import Api, Reply, load, spec_from_run
+from serve.server import free_port
+
+SMALL = ["train_batch_size=256", "minibatch_size=128", "num_epochs=1", "num_envs_per_env_runner=4"]
+MPE, MASKED = "mpe/simple_spread-v3", "test/masked_grid-v0"
+MPE_NAME, MASKED_NAME = "mappo-simple_spread-v3", "mappo-masked_grid-v0"
+ZERO18 = [0.0] * 18
+ONE_HOT = [0.0, 1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.fixture(scope="module")
+def runs(ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs")
+    made = {}
+    for env_id in (MPE, MASKED):
+        cfg = TrainConfig(env=env_id, algo="mappo", iterations=1)
+        apply_overrides(cfg, SMALL)
+        made[env_id] = driver.train(cfg, out=str(out), name="t", console=Console(quiet=True))
+    return made
+
+
+@pytest.fixture(scope="module")
+def api(runs):
+    specs = [spec_from_run(runs[MPE]), spec_from_run(runs[MASKED])]
+    return Api({s.name: load(s) for s in specs})
+
+
+def act_path(name):
+    return f"/v1/policies/{name}/act"
+
+
+def masked(obs, mask):
+    return {"observations": obs, "action_mask": mask}
+
+
+# (policy, body, status, words the message must contain)
+BAD = [
+    (MPE_NAME, b"{not json", 400, "malformed JSON"),
+    (MPE_NAME, b"\xff\xfe", 400, "malformed JSON"),
+    (MPE_NAME, b"[1, 2]", 400, "JSON object"),
+    (MPE_NAME, {"observations": {}}, 400, "one or more of"),
+    (MPE_NAME, {"obs": {"agent_0": ZERO18}}, 400, "unknown key"),
+    (MPE_NAME, {"observations": {"agent_9": ZERO18}}, 400, "unknown agent 'agent_9'"),
+    (MPE_NAME, {"observations": {"agent_0": ZERO18[:17]}}, 400, "shape [17]; expected [18]"),
+    (MPE_NAME, {"observations": {"agent_0": [ZERO18, ZERO18[:3]]}}, 400, "ragged"),
+    (MPE_NAME, {"observations": {"agent_0": ["x"] * 18}}, 400, "must be numbers"),
+    (MPE_NAME, {"observations": {"agent_0": None}}, 400, "must be numbers"),
+    (MPE_NAME, {"observations": {"agent_0": [[ZERO18]]}}, 400, "shape [1, 1, 18]"),
+    (MPE_NAME, b'{"observations": {"agent_0": [NaN' + b", 0" * 17 + b"]}}", 400, "NaN"),
+    (MPE_NAME, {"observations": {"agent_0": ZERO18}, "explore": "yes"}, 400, "true or false"),
+    (MPE_NAME, {"observations": {"agent_0": [ZERO18] * 8193}}, 413, "at most 8192"),
+    (MASKED_NAME, {"observations": {"a0": ONE_HOT}}, 400, "masks actions"),
+    (MASKED_NAME, {"observations": {"a0": masked(ONE_HOT, [0, 0, 0])}}, 400, "no legal action"),
+    (MASKED_NAME, {"observations": {"a0": masked(ONE_HOT, [1, 0])}}, 400, "action_mask has shape"),
+    (MASKED_NAME, {"observations": {"a0": masked(ONE_HOT, [1, 2, 0])}}, 400, "0 or 1"),
+    (MASKED_NAME, {"observations": {"a0": masked([2.0] + ONE_HOT[1:], [1, 1, 1])}}, 400, "bounds"),
+    (
+        MASKED_NAME,
+        {"observations": {"a0": masked([ONE_HOT, ONE_HOT], [1, 1, 1])}},
+        400,
+        "2 observation(s) but 1 action mask(s)",
+    ),
+]
+
+
+def encode(body):
+    return body if isinstance(body, bytes) else json.dumps(body).encode()
+
+
+@pytest.mark.parametrize(("name", "body", "status", "words"), BAD)
+def test_bad_input_is_a_4xx_that_says_why(api, name, body, status, words):
+    out = api.answer("POST", act_path(name), encode(body))
+    assert isinstance(out, Reply) and out.status == status, out
+    assert words in out.payload["error"], out.payload
+
+
+def test_routes_methods_and_unknown_policy(api):
+    assert api.answer("GET", "/healthz", b"").status == 200
+    assert api.answer("GET", act_path(MPE_NAME), b"").status == 405
+    assert api.answer("POST", "/v1/policies", b"").status == 405
+    assert api.answer("GET", "/nowhere", b"").status == 404
+    out = api.answer("POST", act_path("nobody"), b"{}")
+    assert out.status == 404 and MPE_NAME in out.payload["error"]
+
+
+def test_batch_of_a_vectorised_env_equals_one_request_per_env(api):
+    rng = np.random.default_rng(0)
+    obs = {a: rng.standard_normal((16, 18)).tolist() for a in ("agent_0", "agent_1", "agent_2")}
+    batch = api.answer("POST", act_path(MPE_NAME), encode({"observations": obs})).payload
+    for i in range(16):
+        one = {a: rows[i] for a, rows in obs.items()}
+        single = api.answer("POST", act_path(MPE_NAME), encode({"observations": one})).payload
+        assert single["actions"] == {a: batch["actions"][a][i] for a in obs}
+
+
+def test_sampled_actions_respect_the_mask(api):
+    rng = np.random.default_rng(1)
+    masks = rng.integers(0, 2, (300, 3))
+    masks[masks.sum(1) == 0, 0] = 1
+    obs = np.eye(5)[rng.integers(0, 5, 300)]
+    body = {"observations": {"a0": masked(obs.tolist(), masks.tolist())}, "explore": True}
+    actions = api.answer("POST", act_path(MASKED_NAME), encode(body)).payload["actions"]["a0"]
+    assert all(masks[i, a] == 1 for i, a in enumerate(actions))
+    assert len(set(actions)) == 3  # sampled, not one greedy choice
+
+
+# ---------------------------------------------------------------- Ray Serve, in this session
+@pytest.fixture(scope="module")
+def served(runs):
+    from ray import serve
+
+    from serve.app import APP_NAME, ServeArgs, build_app
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    args = ServeArgs(runs=[str(runs[MPE]), f"grid={runs[MASKED]}"], replica_cpus=0.5)
+    serve.run(build_app(args.model_dump()), name=APP_NAME, route_prefix="/")
+    yield f"http://127.0.0.1:{port}"
+    serve.shutdown()
+
+
+def test_policies_describe_spaces_and_version(served):
+    with PolicyClient(served) as c:
+        policies = {p["name"]: p for p in c.policies()}
+        assert c.health()["status"] == "ok"
+    assert set(policies) == {MPE_NAME, "grid"}
+    grid = policies["grid"]
+    assert grid["env"] == MASKED and grid["agents"] == ["a0", "a1"] and grid["masked"]
+    assert grid["action_spaces"]["a0"] == {"type": "Discrete", "n": 3, "start": 0}
+    assert policies[MPE_NAME]["observation_spaces"]["agent_0"]["shape"] == [18]
+    assert grid["version"] == "t/iter_000001"
+
+
+def test_every_bad_input_is_the_same_4xx_over_http(served):
+    names = {MPE_NAME: MPE_NAME, MASKED_NAME: "grid"}
+    with PolicyClient(served) as c:
+        for name, body, status, words in BAD:
+            got, data = c.request("POST", act_path(names[name]), encode(body))
+            assert got == status and words in json.loads(data)["error"], (name, body, data)
+        assert c.request("GET", act_path("grid"))[0] == 405
+
+
+def test_concurrent_requests_are_answered_each_with_its_own_mask(served):
+    # 24 clients at once, each allowing one action: every answer must be that action.
+    results, errors = {}, []
+
+    def ask(i):
+        allowed = i % 3
+        mask = [int(k == allowed) for k in range(3)]
+        try:
+            with PolicyClient(served) as c:
+                for _ in range(5):
+                    out = c.act("grid", {"a0": masked(ONE_HOT, mask), "a1": masked(ONE_HOT, mask)})
+                    results.setdefault(i, []).append((allowed, out))
+        except (OSError, ServeError) as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sum(len(v) for v in results.values()) == 24 * 5
+    for answers in results.values():
+        for allowed, out in answers:
+            assert out == {"a0": allowed, "a1": allowed}
+
+
+# ------------------------------------------------------- arena serve, as a user runs it
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def replica_pids(server_pid: int) -> set[int]:
+    pids = set()
+    for pid in descendants(server_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ServeReplica:arena:PolicyServer" in cmd:
+            pids.add(pid)
+    return pids
+
+
+@pytest.fixture(scope="module")
+def cli_server(runs, tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "arena-serve.log"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-m", "cluster.cli", "serve", str(runs[MPE]), "--port", str(port)]
+    cmd += ["--replicas", "2", "--replica-cpus", "0.5"]
+    with log.open("w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    client = PolicyClient(url, timeout=5)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if "serving on" in log.read_text() and client.health()["status"] == "ok":
+                break
+        except (OSError, ServeError):
+            pass
+        time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail(f"arena serve did not come up:\n{log.read_text()[-3000:]}")
+    yield proc, url, log
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, log.read_text()[-3000:]
+
+
+def run_load(url, seconds, concurrency, during=None):
+    """Posts one observation from ``concurrency`` clients for ``seconds``; per-request
+    outcomes (status or exception name) with their send times."""
+    body = encode({"observations": {"agent_1": ZERO18}})
+    outcomes: list[tuple[float, object]] = []
+    sent = [0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def worker():
+        c = PolicyClient(url, timeout=30)
+        while time.monotonic() < stop:
+            t = time.monotonic()
+            with lock:
+                sent[0] += 1
+            try:
+                status, data = c.request("POST", act_path(MPE_NAME), body)
+                ok = status == 200 and isinstance(json.loads(data)["actions"]["agent_1"], int)
+                outcome = "ok" if ok else status
+            except OSError as e:
+                outcome = type(e).__name__
+            with lock:
+                outcomes.append((t, outcome))
+        c.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    if during:
+        during()
+    for t in threads:
+        t.join()
+    return sent[0], outcomes
+
+
+def test_bounded_load_has_no_5xx_and_loses_no_request(cli_server):
+    _, url, _ = cli_server
+    sent, outcomes = run_load(url, seconds=30, concurrency=16)
+    counts = Counter(o for _, o in outcomes)
+    assert len(outcomes) == sent  # every request sent was answered
+    assert counts == {"ok": sent}, counts
+
+
+def test_killed_replica_is_replaced_and_traffic_continues(cli_server):
+    proc, url, _ = cli_server
+    before = replica_pids(proc.pid)
+    assert len(before) == 2, before
+    victim = min(before)
+    killed_at = []
+
+    def kill():
+        time.sleep(3)
+        os.kill(victim, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+
+    sent, outcomes = run_load(url, seconds=15, concurrency=8, during=kill)
+    assert len(outcomes) == sent
+    after = [o for t, o in outcomes if t > killed_at[0] + 5]
+    assert after and Counter(after) == {"ok": len(after)}, Counter(after)
+    failed = [o for _, o in outcomes if o != "ok"]
+    assert len(failed) <= 0.01 * sent, Counter(failed)  # only requests in flight may fail
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = replica_pids(proc.pid)
+        if victim not in now and len(now) == 2:
+            break
+        time.sleep(1)
+    assert victim not in now and len(now) == 2, (before, now)
+
+
+def test_metrics_endpoint_exports_serve_metrics(cli_server):
+    import urllib.request
+
+    _, _, log = cli_server
+    found = re.search(r"Prometheus metrics: (\S+)", log.read_text())
+    assert found, log.read_text()[-2000:]
+    deadline, text = time.monotonic() + 30, ""
+    while time.monotonic() < deadline and "ray_serve_" not in text:
+        text = urllib.request.urlopen(found[1], timeout=5).read().decode()
+        time.sleep(2)
+    assert re.search(r"^ray_serve_\w+", text, re.M), text[:500]
