@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,37 @@ def serve_config_errors(text: str, where: str) -> list[str]:
         return [
             f"{where}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
         ]
-    return []
+    return _unknown_keys(ServeDeploySchema, config, where)
+
+
+def _models(annotation) -> list:
+    """The pydantic models inside a field's type (``Optional[List[Model]]`` -> ``[Model]``)."""
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _unknown_keys(model, data, where: str) -> list[str]:
+    """Keys the Serve schema does not declare. Serve ignores them (pydantic's default), so a
+    typo such as ``num_replica`` would deploy with the default in silence."""
+    if isinstance(data, list):
+        return [e for i, d in enumerate(data) for e in _unknown_keys(model, d, f"{where}.{i}")]
+    if not isinstance(data, dict):
+        return []
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}
+    errors = [
+        f"{where}.{key}: not a field of {model.__name__} (Serve would ignore it); "
+        f"allowed: {', '.join(sorted(fields))}"
+        for key in data
+        if key not in fields
+    ]
+    for key, value in data.items():
+        if key in fields:
+            for sub in _models(fields[key].annotation)[:1]:
+                errors += _unknown_keys(sub, value, f"{where}.{key}")
+    return errors
 
 
 def rayservice_errors(svc: dict) -> list[str]:
