@@ -1,6 +1,7 @@
 """Run an ``arena`` command on a Ray cluster as a Ray job, and follow it to the end.
 
-    arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena train ...
+    arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait]
+                 [--entrypoint-num-cpus N] -- arena train ...
 
 is ``ray job submit --runtime-env cluster/runtime_env.yaml -- arena train ...`` with three
 additions: the command is checked here first (a typo fails now, not after the upload), the
@@ -48,6 +49,9 @@ class Submission:
     """The checkout to upload (becomes the job's current directory on the cluster)."""
     wait: bool = True
     """Follow the logs until the job ends; otherwise return once it is submitted."""
+    entrypoint_num_cpus: float | None = None
+    """CPUs reserved for the driver: > 0 places it on a worker with free CPUs (the KubeRay
+    head has none), where its local learner then runs."""
 
     @property
     def entrypoint(self) -> str:
@@ -140,7 +144,9 @@ def submit(sub: Submission) -> int:
     """Submits ``sub``; with ``wait``, follows its logs and returns the job's exit status."""
     env = runtime_env(sub.working_dir)
     client = _client(sub.address)
-    job_id = client.submit_job(entrypoint=sub.entrypoint, runtime_env=env)
+    job_id = client.submit_job(
+        entrypoint=sub.entrypoint, runtime_env=env, entrypoint_num_cpus=sub.entrypoint_num_cpus
+    )
     print(f"arena submit: job {job_id} on {sub.address}: {sub.entrypoint}", flush=True)
     if not sub.wait:
         print(f"follow it with: ray job logs -f {job_id} --address {sub.address}")
@@ -171,6 +177,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", help=f"head's job API (default {DEFAULT_ADDRESS})")
     p.add_argument("--working-dir", default=".", help="checkout to upload (default: .)")
     p.add_argument("--no-wait", action="store_true", help="return once the job is submitted")
+    p.add_argument(
+        "--entrypoint-num-cpus",
+        type=float,
+        metavar="N",
+        help="CPUs reserved for the driver (puts it on a worker; default: none)",
+    )
     # Not "command": that is the dest of the subcommand itself.
     p.add_argument(
         "arena_command",
@@ -187,6 +199,7 @@ def main(args: argparse.Namespace) -> int:
             address=job_address(args.address),
             working_dir=Path(args.working_dir),
             wait=not args.no_wait,
+            entrypoint_num_cpus=args.entrypoint_num_cpus,
         )
         return submit(sub)
     except SubmitError as e:

@@ -55,6 +55,7 @@ class LocalHead:
     temp_dir: Path
     gcs_port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
+    ports: dict[str, int] = field(default_factory=lambda: {f: free_port() for f in PORT_FLAGS})
     start_s: float = 0.0
 
     @property
@@ -79,8 +80,8 @@ class LocalHead:
             str(num_cpus),
             "--disable-usage-stats",
         ]
-        for flag in PORT_FLAGS:
-            cmd += [flag, str(free_port())]
+        for flag, port in self.ports.items():
+            cmd += [flag, str(port)]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=venv_env(), capture_output=True, text=True, timeout=timeout)
         self.start_s = time.perf_counter() - t0
@@ -106,15 +107,27 @@ class LocalHead:
         return pids
 
     def stop(self, grace: float = 5) -> int:
-        """SIGTERM this head's processes, SIGKILL what is left after ``grace`` seconds;
-        returns how many there were."""
-        pids = self.pids()
-        _signal(pids, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while (alive := {p for p in pids if _alive(p)}) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        _signal(alive, signal.SIGKILL)
-        return len(pids)
+        """SIGTERM this head's processes, SIGKILL what is left after ``grace`` seconds, and
+        again for any that a dying parent started meanwhile; returns how many there were."""
+        stopped: set[int] = set()
+        for _ in range(3):
+            pids = self.pids()
+            if not pids:
+                break
+            stopped |= pids
+            _signal(pids, signal.SIGTERM)
+            alive = _wait(pids, grace)
+            _signal(alive, signal.SIGKILL)
+            _wait(alive, 5)
+        return len(stopped)
+
+
+def _wait(pids: set[int], timeout: float) -> set[int]:
+    """Waits up to ``timeout`` s for ``pids`` to end; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    while (alive := {p for p in pids if _alive(p)}) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
 
 
 def _process_table() -> dict[int, tuple[int, list[str]]]:

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cluster.submit import SubmitError, arena_argv, runtime_env
 from tests.cluster.local_head import LocalHead, free_port, short_temp_dir, venv_env
@@ -46,9 +47,13 @@ def arena_submit(*args, timeout=300):
     return run(sys.executable, "-m", "cluster.cli", "submit", *args, timeout=timeout)
 
 
-def job_status(head: LocalHead, job_id: str) -> str:
+def job_info(head: LocalHead, job_id: str) -> dict:
     with urllib.request.urlopen(f"{head.address}/api/jobs/{job_id}", timeout=30) as r:
-        return json.load(r)["status"]
+        return json.load(r)
+
+
+def job_status(head: LocalHead, job_id: str) -> str:
+    return job_info(head, job_id)["status"]
 
 
 def check_run(run_dir: Path) -> None:
@@ -85,7 +90,17 @@ def test_ray_job_submit_runs_arena_train(head, tmp_path):
 
 
 def test_arena_submit_follows_training_to_succeeded(head, tmp_path):
-    proc = arena_submit("--address", head.address, "--", "arena", *TRAIN, "--out", str(tmp_path))
+    proc = arena_submit(
+        "--address",
+        head.address,
+        "--entrypoint-num-cpus",
+        "1",
+        "--",
+        "arena",
+        *TRAIN,
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     job_id = re.search(r"job (raysubmit_\w+) SUCCEEDED after", proc.stdout).group(1)
     assert job_status(head, job_id) == "SUCCEEDED"
@@ -99,6 +114,18 @@ def test_arena_submit_follows_training_to_succeeded(head, tmp_path):
     assert packages and all((p / "cluster/cli.py").is_file() for p in packages)
     for p in packages:
         assert not {".venv", ".git", "runs"} & {c.name for c in p.iterdir()}, sorted(p.iterdir())
+
+
+def test_the_manifests_probe_answers_on_a_real_head(head):
+    """k8s/ probes every Ray pod with an HTTP GET on the dashboard agent (52365 on a pod; this
+    head's agent listens on a free port instead)."""
+    spec = yaml.safe_load((ROOT / "k8s/base/raycluster.yaml").read_text())["spec"]
+    probe = spec["headGroupSpec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    assert probe["port"] == 52365  # Ray's default --dashboard-agent-listen-port
+    port = head.ports["--dashboard-agent-listen-port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe['path']}", timeout=30) as r:
+        body = r.read().decode()
+    assert r.status == 200 and "raylet: success" in body and "gcs: success" in body, body
 
 
 def test_arena_submit_reports_a_failed_job(head):
