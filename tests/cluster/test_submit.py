@@ -116,6 +116,38 @@ def test_arena_submit_follows_training_to_succeeded(head, tmp_path):
         assert not {".venv", ".git", "runs"} & {c.name for c in p.iterdir()}, sorted(p.iterdir())
 
 
+def test_sweep_example_runs_as_a_job(head, tmp_path):
+    """docs/examples/sweep.py with the project's runtime env file, as docs/cluster.md shows."""
+    proc = run(
+        str(Path(sys.executable).parent / "ray"),
+        "job",
+        "submit",
+        "--address",
+        head.address,
+        "--runtime-env",
+        "cluster/runtime_env.yaml",
+        "--",
+        "python",
+        "docs/examples/sweep.py",
+        "--out",
+        str(tmp_path),
+        "--lr",
+        "1e-3",
+        "3e-3",
+        "--seeds",
+        "0",
+        "--iterations",
+        "1",
+        *SMALL,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for lr in ("0.001", "0.003"):
+        run_dir = tmp_path / f"mpe/simple_spread-v3/mappo/lr{lr}-s0"
+        check_run(run_dir)
+        assert re.search(rf"lr {lr} seed 0: return -?\d+\.\d+  {run_dir}", out), out
+
+
 def test_the_manifests_probe_answers_on_a_real_head(head):
     """k8s/ probes every Ray pod with an HTTP GET on the dashboard agent (52365 on a pod; this
     head's agent listens on a free port instead)."""
