@@ -116,12 +116,7 @@ def _client(address: str):
             "or port-forward the cluster's dashboard (port 8265)"
         ) from e
     except RuntimeError as e:
-        hint = (
-            "; set RAY_AUTH_MODE (and RAY_AUTH_TOKEN) to match the cluster"
-            if "auth" in str(e).lower()
-            else ""
-        )
-        raise SubmitError(f"cannot use the job API at {address}: {e}{hint}") from e
+        raise SubmitError(f"cannot use the job API at {address}: {e}") from e
 
 
 async def _print_logs(client, job_id: str) -> None:
@@ -142,11 +137,21 @@ def _final_status(client, job_id: str):
 
 def submit(sub: Submission) -> int:
     """Submits ``sub``; with ``wait``, follows its logs and returns the job's exit status."""
+    from ray.exceptions import AuthenticationError
+
     env = runtime_env(sub.working_dir)
-    client = _client(sub.address)
-    job_id = client.submit_job(
-        entrypoint=sub.entrypoint, runtime_env=env, entrypoint_num_cpus=sub.entrypoint_num_cpus
-    )
+    try:
+        client = _client(sub.address)
+        job_id = client.submit_job(
+            entrypoint=sub.entrypoint, runtime_env=env, entrypoint_num_cpus=sub.entrypoint_num_cpus
+        )
+    except AuthenticationError as e:
+        # A head started where ~/.ray/auth_token exists turns token auth on by itself.
+        raise SubmitError(
+            f"the cluster at {sub.address} wants a token: {e.message}. Set RAY_AUTH_MODE=token "
+            "and RAY_AUTH_TOKEN as the cluster has them, or start the head with "
+            "RAY_AUTH_MODE=disabled"
+        ) from e
     print(f"arena submit: job {job_id} on {sub.address}: {sub.entrypoint}", flush=True)
     if not sub.wait:
         print(f"follow it with: ray job logs -f {job_id} --address {sub.address}")

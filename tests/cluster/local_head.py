@@ -46,7 +46,8 @@ def venv_env(**extra: str) -> dict[str, str]:
         k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
     }
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", OMP_NUM_THREADS="1", **extra)
+    env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", OMP_NUM_THREADS="1")
+    env.update(extra)
     return env
 
 
@@ -63,7 +64,7 @@ class LocalHead:
         """The job submission (dashboard) address."""
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def start(self, num_cpus: int = 2, timeout: float = 120) -> LocalHead:
+    def start(self, num_cpus: int = 2, timeout: float = 120, **env: str) -> LocalHead:
         cmd = [
             str(Path(sys.executable).parent / "ray"),
             "start",
@@ -83,7 +84,9 @@ class LocalHead:
         for flag, port in self.ports.items():
             cmd += [flag, str(port)]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=venv_env(), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd, env=venv_env(**env), capture_output=True, text=True, timeout=timeout
+        )
         self.start_s = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
