@@ -2,7 +2,8 @@
 
 Every per-unit quantity is a ``[B, U]`` array (U = allies then enemies), every pairwise one a
 ``[B, U, U]`` array, so a game frame is a fixed sequence of array operations whatever the
-number of units; the only Python loop is over the 8 frames of an agent step.
+number of units; the only Python loop is over the 8 frames of an agent step. Positions are
+complex numbers (x + iy), which halves the array operations of all 2-D geometry.
 
 One game frame (1/16 game second):
   1. targets: an explicit attack/heal order keeps its target while it lives; idle and stopped
@@ -15,6 +16,10 @@ One game frame (1/16 game second):
      3 hp;
   3. the others walk at their speed toward their target, move point or attack-move point;
      ground units push apart where their radii overlap; the map edges hold everyone in.
+
+Orders change once per agent step, so everything that follows from an order (may it chase,
+how far does it look for targets, where does it walk) is derived then, in ``_refresh``, not
+in every frame. A dead unit is parked far off the map, so that no distance test ever finds it.
 
 What SMAC's agents see (observations, state, masks, reward) is computed from these arrays in
 ``_observe`` with SMAC's feature order and normalisation.
@@ -30,7 +35,7 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from envs.smac import units as U_
-from envs.smac.maps import MAP_SIZE, V2_MIN_ATTACK_RANGE, MapSpec, sample_battle
+from envs.smac.maps import MAP_SIZE, V2_MIN_ATTACK_RANGE, MapSpec, sample_battle, spec_of
 from envs.smac.units import TABLE
 from envs.vector import VectorEnv, VectorStep
 
@@ -40,9 +45,11 @@ SIGHT_RANGE_V1, SHOOT_RANGE_V1 = 9.0, 6.0
 REWARD_DEATH, REWARD_WIN, REWARD_SCALE = 10.0, 200.0, 20.0
 # Order kinds.
 NONE, IDLE, MOVE, ATTACK, HEAL, AMOVE = range(6)
-# Move directions of actions 2-5: north (+y), south, east (+x), west.
-MOVES = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], np.float32)
+# Move offsets of actions 2-5: north (+y), south, east (+x), west.
+MOVES = np.array([1j, -1j, 1, -1], np.complex64)
 EPS = 1e-5
+FAR = -1e5  # where the dead are parked (each at its own spot, 10 apart)
+_clip = np._core.umath.clip  # the ufunc itself, without np.clip's Python wrapper
 
 
 def action_name(action: int, medivac: bool = False) -> str:
@@ -75,8 +82,6 @@ class BattleBatch(VectorEnv):
         reward_sparse: bool = False,
         auto_reset: bool = True,
     ):
-        from envs.smac.maps import spec_of
-
         self.spec: MapSpec = spec_of(map_name)
         self.num_envs = B = num_envs
         self.n_allies, self.n_enemies = A, E = self.spec.n_allies, self.spec.n_enemies
@@ -90,7 +95,8 @@ class BattleBatch(VectorEnv):
         self.shield_enemy = int(self.spec.shields("enemies"))
         present = {U_.INDEX[n] for n in self.spec.unit_names()}
         self.has_medivac = U_.MEDIVAC in present
-        self.has_colossus = U_.COLOSSUS in present
+        self.has_shields = bool(self.shield_ally or self.shield_enemy)
+        self.has_splash = bool({U_.COLOSSUS, U_.BANELING} & present)
         self.has_baneling = U_.BANELING in present
         # SMAC's feature sizes.
         self.nf_enemy = 4 + 1 + self.shield_enemy + self.type_bits
@@ -109,58 +115,121 @@ class BattleBatch(VectorEnv):
         self._others = np.array([[j for j in range(A) if j != i] for i in range(A)], int).reshape(
             A, A - 1
         )
+        self._far = (FAR - 10.0 * np.arange(Un)).astype(np.float32)
         self._seed = seed
         self._rngs: list[np.random.Generator] = [seeding.np_random(None)[0] for _ in range(B)]
         f32 = np.float32
         z = lambda dtype=f32: np.zeros((B, Un), dtype)  # noqa: E731
+        zz = lambda dtype=f32: np.zeros((B, Un, Un), dtype)  # noqa: E731
         # Dynamic state.
-        self.x, self.y, self.hp, self.sh, self.cd, self.energy = (z() for _ in range(6))
+        self.pos = z(np.complex64)
+        self.hp, self.sh, self.energy = z(), z(), z()
+        self.ready_at = z(np.int64)  # the frame from which a unit may fire again
+        self.clock = 0
         self.alive = z(bool)
         self.kind = z(np.int8)
         self.target = z(np.int64)
-        self.px, self.py = z(), z()
+        self.goal = z(np.complex64)  # move point or attack-move point
+        self.death_pos = z(np.complex64)
         self.fired_at = np.full((B, Un), -1, np.int64)  # last target fired on (rendering)
-        self.point = np.zeros((B, 2), f32)
+        self.point = np.zeros(B, np.complex64)
         self.t = np.zeros(B, np.int64)
         self.last_action = np.zeros((B, A), np.int64)
+        # Derived from the orders (``_refresh``).
+        self.ordered, self.may_chase, self.walks_to_goal = z(bool), z(bool), z(bool)
+        self.is_move = z(bool)
+        self.acquire = z()
         # Per-episode constants (a SMACv2 battle samples its unit types).
         self.types = z(np.int64)
         self.hp_max, self.sh_max, self.armor, self.speed, self.radius = (z() for _ in range(5))
-        self.reach, self.cd_max, self.n_attacks, self.sight, self.shoot = (z() for _ in range(5))
-        self.cd_norm = z()
-        self.is_medivac, self.ground, self.mobile = z(bool), z(bool), z(bool)
+        self.reach, self.n_attacks, self.sight, self.shoot, self.cd_norm = (z() for _ in range(5))
+        self.period = z(np.int64)
+        self.stride, self.stride0 = z(), z()
+        self._typed = False
+        self._start_kind = np.r_[np.full(A, IDLE), np.full(E, AMOVE)].astype(np.int8)
+        # Flat gathers ([B*U] rows of [B*U, U] views) are cheaper than take_along_axis.
+        self._flat = np.arange(B * Un)
+        self._base = (np.arange(B) * Un)[:, None]
+        self.lo_x, self.hi_x, self.lo_y, self.hi_y = (z() for _ in range(4))
+        self.is_medivac, self.ground, self.can_fire = z(bool), z(bool), z(bool)
         self.onehot = np.zeros((B, Un, self.type_bits), f32)
-        self.candidates = np.zeros((B, Un, Un), bool)
+        self.candidates = zz(bool)
+        self.reach_offset = zz()  # -(r_i + r_j) for candidate targets, inf otherwise
+        self.collide = zz()  # r_i + r_j for pairs of ground units, 0 otherwise
+        self.push_share = zz()  # how much of an overlap unit i gives way (0.5, 1 or 0)
+        self.raw = zz()  # damage of one swing of i on j before armor (attacks x raw)
         self.max_reward = np.ones(B, f32)
-        self._ones_b = np.arange(B)[:, None]
+        self._rows = np.arange(B)[:, None]
         self._last_mask: np.ndarray | None = None
+        self.info: dict[str, np.ndarray] = {}
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.pos.real
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.pos.imag
 
     # -- episodes -----------------------------------------------------------------------------
 
     def _new_battles(self, rows: np.ndarray) -> None:
-        """Samples new battles in ``rows`` and sets every per-episode constant."""
+        """Samples new battles in ``rows``: their units (SMACv2) and start positions."""
         A = self.n_allies
         spec = self.spec
         for b in rows:  # one draw per new episode, not per step
             types, pos, point = sample_battle(spec, self._rngs[b])
-            self.types[b], self.x[b], self.y[b], self.point[b] = types, pos[:, 0], pos[:, 1], point
+            self.types[b] = types
+            self.pos[b] = pos[:, 0] + 1j * pos[:, 1]
+            self.point[b] = point[0] + 1j * point[1]
+        if self.v2 or not self._typed:
+            self._set_types(rows if self._typed else np.arange(self.num_envs))
+            self._typed = True
+        self.stride[rows] = self.stride0[rows]
+        self.lo_x[rows] = self.lo_y[rows] = self.radius[rows]
+        self.hi_x[rows] = self.hi_y[rows] = MAP_SIZE - self.radius[rows]
+        self.hp[rows], self.sh[rows] = self.hp_max[rows], self.sh_max[rows]
+        self.ready_at[rows] = self.clock
+        self.energy[rows] = np.where(self.is_medivac[rows], U_.MEDIVAC_ENERGY_START, 0.0)
+        self.alive[rows] = True
+        self.kind[rows] = self._start_kind
+        self.target[rows] = 0
+        self.goal[rows] = self.point[rows][:, None]
+        self.fired_at[rows] = -1
+        self.t[rows] = 0
+        self.last_action[rows] = 0
+        self.max_reward[rows] = (
+            self.n_enemies * REWARD_DEATH
+            + REWARD_WIN
+            + (self.hp_max[rows, A:] + self.sh_max[rows, A:]).sum(1)
+        )
+        self._refresh()
+
+    def _set_types(self, rows: np.ndarray) -> None:
+        """Every constant that follows from the unit types of battles ``rows`` (once for a v1
+        map, whose types never change; at each reset for SMACv2)."""
+        A, spec = self.n_allies, self.spec
         ty = self.types[rows]
         self.hp_max[rows], self.sh_max[rows] = TABLE.hp[ty], TABLE.shield[ty]
         self.armor[rows], self.speed[rows] = TABLE.armor[ty], TABLE.speed[ty]
-        self.radius[rows], self.reach[rows] = TABLE.radius[ty], TABLE.range[ty]
-        self.cd_max[rows], self.n_attacks[rows] = TABLE.cooldown[ty], TABLE.attacks[ty]
-        self.cd_norm[rows] = TABLE.cooldown_norm[ty]
-        self.is_medivac[rows] = TABLE.is_medivac[ty]
-        self.ground[rows] = ~TABLE.air[ty]
-        self.mobile[rows] = TABLE.speed[ty] > 0
+        self.radius[rows], self.reach[rows] = TABLE.radius[ty], TABLE.range[ty] + EPS
+        self.n_attacks[rows], self.cd_norm[rows] = TABLE.attacks[ty], TABLE.cooldown_norm[ty]
+        self.period[rows] = TABLE.cooldown_frames[ty]
+        self.stride0[rows] = TABLE.speed[ty] * DT
+        r = TABLE.radius[ty]
+        med = TABLE.is_medivac[ty]
+        self.is_medivac[rows] = med
+        self.can_fire[rows] = TABLE.attacks[ty] > 0
+        ground = ~TABLE.air[ty]
+        self.ground[rows] = ground
         if self.v2:  # SMACv2: per-unit sight and shoot ranges
             self.sight[rows] = TABLE.sight[ty]
             self.shoot[rows] = np.maximum(TABLE.range[ty], V2_MIN_ATTACK_RANGE)
         else:
             self.sight[rows], self.shoot[rows] = SIGHT_RANGE_V1, SHOOT_RANGE_V1
         if self.type_bits:
-            ids = np.zeros(len(U_.UNIT_TYPES), np.int64)
-            ally_ids, enemy_ids = ids.copy(), ids.copy()
+            ally_ids = np.zeros(len(U_.UNIT_TYPES), np.int64)
+            enemy_ids = ally_ids.copy()
             for name, i in spec.ally_type_ids.items():
                 ally_ids[U_.INDEX[name]] = i
             for name, i in spec.enemy_type_ids.items():
@@ -168,54 +237,46 @@ class BattleBatch(VectorEnv):
             idx = np.concatenate([ally_ids[ty[:, :A]], enemy_ids[ty[:, A:]]], axis=1)
             self.onehot[rows] = np.eye(self.type_bits, dtype=np.float32)[idx]
         # Who may target whom: opponents it can hit; a medivac heals allies but not medivacs.
-        hit = TABLE.can_hit[ty[:, :, None], ty[:, None, :]] & self._opponents
-        med = TABLE.is_medivac[ty]
-        same = ~self._opponents & ~np.eye(self.n_units, dtype=bool)
-        heal = med[:, :, None] & same & ~med[:, None, :]
-        self.candidates[rows] = np.where(med[:, :, None], heal, hit)
-        self.hp[rows], self.sh[rows] = self.hp_max[rows], self.sh_max[rows]
-        self.cd[rows] = 0.0
-        self.energy[rows] = np.where(self.is_medivac[rows], U_.MEDIVAC_ENERGY_START, 0.0)
-        self.alive[rows] = True
-        self.kind[rows] = np.r_[np.full(A, IDLE), np.full(self.n_enemies, AMOVE)]
-        self.target[rows] = 0
-        self.fired_at[rows] = -1
-        self.t[rows] = 0
-        self.last_action[rows] = 0
-        enemy = slice(A, None)
-        self.max_reward[rows] = (
-            self.n_enemies * REWARD_DEATH
-            + REWARD_WIN
-            + (self.hp_max[rows, enemy] + self.sh_max[rows, enemy]).sum(1)
-        )
+        pair_types = (ty[:, :, None], ty[:, None, :])
+        hit = TABLE.can_hit[pair_types] & self._opponents
+        not_self = ~np.eye(self.n_units, dtype=bool)
+        heal = med[:, :, None] & ~self._opponents & not_self & ~med[:, None, :]
+        cand = np.where(med[:, :, None], heal, hit)
+        self.candidates[rows] = cand
+        radii = r[:, :, None] + r[:, None, :]
+        self.reach_offset[rows] = np.where(cand, -radii, np.inf)
+        solid = ground[:, :, None] & ground[:, None, :] & not_self
+        self.collide[rows] = np.where(solid, radii, 0.0)
+        mobile = TABLE.speed[ty] > 0
+        self.push_share[rows] = np.where(mobile[:, None, :], 0.5, 1.0) * mobile[:, :, None]
+        self.raw[rows] = TABLE.raw[pair_types] * TABLE.attacks[ty][:, :, None]
 
     def reset(self, seed: int | None = None) -> VectorStep:
         seed = self._seed if seed is None else seed
         B = self.num_envs
         if seed is not None:
             self._rngs = [seeding.np_random(seed + i)[0] for i in range(B)]
-        rows = np.arange(B)
-        self._new_battles(rows)
+        self._new_battles(np.arange(B))
         obs, state, mask = self._observe()
         zeros = np.zeros((B, self.n_allies), np.float32)
         no = np.zeros(B, bool)
-        return VectorStep(obs, state, mask, zeros, no, no.copy(), obs.copy(), state.copy())
+        return VectorStep(obs, state, mask, zeros, no, no.copy(), obs.copy(), state.copy(), {})
 
-    # -- actions ------------------------------------------------------------------------------
+    # -- orders -------------------------------------------------------------------------------
 
     def _check(self, actions: np.ndarray) -> None:
         """An unavailable action is an error naming the agent, the action and the legal ones."""
         mask = self._last_mask
         n = self.n_actions
-        bad = (actions < 0) | (actions >= n)
-        legal = np.take_along_axis(mask, np.clip(actions, 0, n - 1)[..., None], -1)[..., 0] > 0
-        bad |= ~legal
+        inside = (actions >= 0) & (actions < n)
+        legal = np.take_along_axis(mask, np.where(inside, actions, 0)[..., None], -1)[..., 0]
+        bad = ~inside | (legal == 0)
         if bad.any():
             b, a = map(int, np.argwhere(bad)[0])
             act = int(actions[b, a])
             med = bool(self.is_medivac[b, a])
             allowed = [f"{i} ({action_name(i, med)})" for i in np.flatnonzero(mask[b, a])]
-            what = action_name(act, med) if 0 <= act < n else f"out of range 0..{n - 1}"
+            what = action_name(act, med) if 0 <= act < n else f"not in 0..{n - 1}"
             where = f"battle {b}: " if self.num_envs > 1 else ""
             raise ValueError(
                 f"{where}agent {self.agents[a]} chose action {act} ({what}), which is "
@@ -224,170 +285,176 @@ class BattleBatch(VectorEnv):
 
     def _apply_orders(self, actions: np.ndarray) -> None:
         A = self.n_allies
-        kind, target = self.kind[:, :A], self.target[:, :A]
-        stop = actions == 1
+        kind, target, goal = self.kind[:, :A], self.target[:, :A], self.goal[:, :A]
         move = (actions >= 2) & (actions < N_ACTIONS_NO_ATTACK)
         attack = actions >= N_ACTIONS_NO_ATTACK
-        kind[stop] = IDLE
-        kind[move] = MOVE
-        d = MOVES[np.clip(actions - 2, 0, 3)] * U_.MOVE_AMOUNT
-        self.px[:, :A] = np.where(move, self.x[:, :A] + d[..., 0], self.px[:, :A])
-        self.py[:, :A] = np.where(move, self.y[:, :A] + d[..., 1], self.py[:, :A])
         med = self.is_medivac[:, :A]
-        kind[attack] = np.where(med[attack], HEAL, ATTACK)
+        kind[actions == 1] = IDLE
+        kind[move] = MOVE
+        kind[attack] = np.where(med, HEAL, ATTACK)[attack]
+        offset = MOVES[np.clip(actions - 2, 0, 3)] * U_.MOVE_AMOUNT
+        goal[move] = (self.pos[:, :A] + offset)[move]
         slot = actions - N_ACTIONS_NO_ATTACK
-        # attack i targets enemy i (unit A + i); a medivac's slot i is ally i.
-        target[attack] = np.where(med, slot, slot + A)[attack]
+        target[attack] = np.where(med, slot, slot + A)[attack]  # a medivac's slot i is ally i
         self.last_action[:] = actions
+        if self.has_medivac:  # an attack-moving medivac follows its team's centre
+            body = self.alive & ~self.is_medivac
+            for team in (0, 1):
+                cols = self.team == team
+                w = body[:, cols]
+                centre = (self.pos[:, cols] * w).sum(1) / np.maximum(w.sum(1), 1)
+                follow = (self.kind == AMOVE) & self.is_medivac & cols
+                self.goal = np.where(follow, centre[:, None], self.goal)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """What follows from the orders: explicit targets, acquisition ranges, walking goals."""
+        kind = self.kind
+        ordered = (kind == ATTACK) | (kind == HEAL)
+        target = self.target.ravel()
+        B, Un = self.kind.shape
+        valid = ordered & self.candidates.reshape(-1, Un)[self._flat, target].reshape(B, Un)
+        valid &= self.alive.ravel()[(self._base + self.target).ravel()].reshape(B, Un)
+        ai = kind == AMOVE
+        idle = (kind == IDLE) | (ordered & ~valid)  # an order it cannot carry out: idle
+        self.ordered = valid
+        self.acquire = np.where(ai, self.sight, np.where(idle, self.reach, -np.inf)).astype(
+            np.float32
+        )
+        self.may_chase = valid | ai
+        self.is_move = kind == MOVE
+        self.walks_to_goal = self.is_move | ai
 
     # -- the game -----------------------------------------------------------------------------
 
     def _frame(self) -> None:
-        x, y, alive = self.x, self.y, self.alive
-        B, Un = x.shape
-        rows = self._ones_b
-        dx = x[:, None, :] - x[:, :, None]  # dx[b, i, j] = x_j - x_i
-        dy = y[:, None, :] - y[:, :, None]
-        dist = np.sqrt(dx * dx + dy * dy)
-        edge = dist - (self.radius[:, :, None] + self.radius[:, None, :])
+        pos = self.pos
+        dz = pos[:, None, :] - pos[:, :, None]  # dz[b, i, j] = pos_j - pos_i
+        dist = np.abs(dz)
+        edge = dist + self.reach_offset  # edge-to-edge distance to candidate targets
 
         # 1. targets
-        cand = self.candidates & alive[:, None, :]
-        if self.has_medivac:
-            damaged = self.hp < self.hp_max
-            cand &= ~self.is_medivac[:, :, None] | damaged[:, None, :]
-        masked = np.where(cand, edge, np.inf)
-        closest = masked.argmin(-1)
-        nearest = masked[rows, np.arange(Un)[None, :], closest]
-        kind = self.kind
-        amove = kind == AMOVE
-        ordered = (kind == ATTACK) | (kind == HEAL)
-        order = self.target
-        order_alive = alive[rows, order]
-        kind[ordered & ~order_alive] = IDLE  # the target died: the order is done
-        ordered &= order_alive
-        explicit = ordered & self.candidates[rows, np.arange(Un)[None, :], order]
-        # An order on a unit it cannot hit (a marauder on a medivac) leaves it idle.
-        idle = (kind == IDLE) | (ordered & ~explicit)
-        auto = (idle | amove) & (nearest <= np.where(amove, self.sight, self.reach))
-        tgt = np.where(explicit, order, closest)
-        has_t = (explicit | auto) & alive
-        t_edge = edge[rows, np.arange(Un)[None, :], tgt]
-        in_range = has_t & (t_edge <= self.reach + EPS)
+        if self.has_medivac:  # medivacs look for damaged allies only
+            healthy = self.hp >= self.hp_max
+            look = np.where(self.is_medivac[:, :, None] & healthy[:, None, :], np.inf, edge)
+        else:
+            look = edge
+        closest = look.argmin(-1)
+        auto = look.min(-1) <= self.acquire
+        ordered = self.ordered
+        tgt = np.where(ordered, self.target, closest)
+        has_t = ordered | auto
+        B, Un = tgt.shape
+        t_edge = edge.reshape(-1, Un)[self._flat, tgt.ravel()].reshape(B, Un)
+        in_range = has_t & (t_edge <= self.reach)
 
         # 2. attacks and heals
-        fire = in_range & (self.cd <= EPS) & ~self.is_medivac
-        acting = fire | (in_range & self.is_medivac)
-        self.fired_at = np.where(acting, tgt, np.where(in_range, self.fired_at, -1))
+        fire = in_range & (self.ready_at <= self.clock) & self.can_fire
+        self.ready_at = np.where(fire, self.clock + self.period, self.ready_at)
+        self.fired_at = np.where(in_range, tgt, -1)
         if fire.any():
-            self._damage(fire, tgt, dx, dy, dist)
+            self._damage(fire, tgt, dz, dist)
         if self.has_medivac:
             self._heal(in_range & self.is_medivac, tgt)
-        self.cd = np.maximum(np.where(fire, self.cd_max, self.cd) - DT, 0.0)
-        dead = alive & (self.hp <= 0)
-        if dead.any():
-            alive &= ~dead
-            self.hp[dead] = 0.0
-            self.sh[dead] = 0.0
-            kind[dead] = NONE
+        self.clock += 1
 
-        # 3. movement
-        chase = has_t & ~in_range & (explicit | amove)
-        tx = np.where(chase, x[rows, tgt], np.where(kind == MOVE, self.px, self.point[:, :1]))
-        ty = np.where(chase, y[rows, tgt], np.where(kind == MOVE, self.py, self.point[:, 1:]))
-        if self.has_medivac:  # an attack-moving medivac follows its team
-            tx, ty = self._follow_team(amove & ~has_t & self.is_medivac, tx, ty)
-        walking = alive & self.mobile & (chase | (kind == MOVE) | (amove & ~has_t))
-        vx, vy = tx - x, ty - y
-        gap = np.sqrt(vx * vx + vy * vy)
-        stride = self.speed * DT
-        arrived = walking & (kind == MOVE) & (gap <= stride)
-        kind[arrived] = IDLE
-        scale = np.where(walking & (gap > EPS), np.minimum(stride, gap) / np.maximum(gap, EPS), 0)
-        # Ground units push apart where they overlap (a static unit does not move).
-        solid = alive & self.ground
-        pair = solid[:, :, None] & solid[:, None, :]
-        overlap = np.where(pair & (edge < 0), -edge, 0.0)
-        share = np.where(self.mobile[:, None, :], 0.5, 1.0) * self.mobile[:, :, None]
-        push = overlap * share / np.maximum(dist, EPS)
-        self.x = np.clip(x + vx * scale - (push * dx).sum(-1), self.radius, MAP_SIZE - self.radius)
-        self.y = np.clip(y + vy * scale - (push * dy).sum(-1), self.radius, MAP_SIZE - self.radius)
+        # 3. movement: chase, walk to the goal, give way, stay on the map
+        chase = has_t & ~in_range & self.may_chase
+        walking = chase | (self.walks_to_goal & ~has_t)
+        dest = np.where(chase, pos.ravel()[(self._base + tgt).ravel()].reshape(B, Un), self.goal)
+        v = dest - pos
+        gap = np.abs(v)
+        stride = self.stride
+        there = (gap <= stride) & self.is_move
+        if there.any():
+            self._arrive(there)
+        scale = np.where(walking, np.minimum(stride, gap) / np.maximum(gap, EPS), 0.0)
+        overlap = np.maximum(self.collide - dist, 0.0)
+        push = overlap * self.push_share / np.maximum(dist, EPS)
+        pos = pos + v * scale - (push * dz).sum(-1)
+        x, y = pos.real.copy(), pos.imag.copy()
+        _clip(x, self.lo_x, self.hi_x, out=x)
+        _clip(y, self.lo_y, self.hi_y, out=y)
+        self.pos = x + 1j * y
 
-    def _damage(self, fire, tgt, dx, dy, dist) -> None:
+    def _arrive(self, there: np.ndarray) -> None:
+        """Units that reached their move point stand idle (and fight what comes in range)."""
+        self.kind[there] = IDLE
+        self._refresh()
+
+    def _damage(self, fire, tgt, dz, dist) -> None:
         """Applies this frame's attacks: every hit on a unit is summed, shields take it first."""
         B, Un = fire.shape
         bi, ui = np.nonzero(fire)
         ti = tgt[bi, ui]
-        ty = self.types
         n = self.n_attacks[bi, ui]
-        raw = TABLE.raw[ty[bi, ui], ty[bi, ti]]
-        flat_b, flat_t, w_raw, w_hits = [bi], [ti], [raw * n], [n]
-        if self.has_colossus or self.has_baneling:
-            splash = self._splash(bi, ui, ti, dx, dy, dist)
-            if splash is not None:
-                sb, sj, s_raw, s_hits = splash
-                flat_b.append(sb)
-                flat_t.append(sj)
-                w_raw.append(s_raw)
-                w_hits.append(s_hits)
-        flat = np.concatenate(flat_b) * Un + np.concatenate(flat_t)
-        total = np.bincount(flat, np.concatenate(w_raw), B * Un).reshape(B, Un)
-        hits = np.bincount(flat, np.concatenate(w_hits), B * Un).reshape(B, Un)
-        sh0 = self.sh
-        absorbed = np.minimum(sh0, total)
-        rest = total - absorbed
-        # Hits wholly absorbed by the shield lose nothing to armor; the others lose armor each.
-        mean = total / np.maximum(hits, 1.0)
-        into_hp = np.clip(hits - np.floor(sh0 / np.maximum(mean, EPS)), 0.0, hits)
-        hp_damage = np.where(
-            rest > 0, np.maximum(U_.MIN_DAMAGE * into_hp, rest - self.armor * into_hp), 0.0
-        )
-        self.sh = sh0 - absorbed
-        self.hp = self.hp - hp_damage
+        raw = self.raw[bi, ui, ti]
+        if self.has_splash:
+            sb, sj, s_raw, s_n = self._splash(bi, ui, ti, dz, dist)
+            bi_all, ti_all = np.concatenate([bi, sb]), np.concatenate([ti, sj])
+            raw, n = np.concatenate([raw, s_raw]), np.concatenate([n, s_n])
+        else:
+            bi_all, ti_all = bi, ti
+        flat = bi_all * Un + ti_all
+        total = np.bincount(flat, raw, B * Un).reshape(B, Un).astype(np.float32)
+        hits = np.bincount(flat, n, B * Un).reshape(B, Un).astype(np.float32)
+        if self.has_shields:
+            sh0 = self.sh
+            absorbed = np.minimum(sh0, total)
+            rest = total - absorbed
+            # Hits wholly absorbed by the shield lose nothing to armor; the others lose armor.
+            mean = total / np.maximum(hits, 1.0)
+            hits = np.clip(hits - np.floor(sh0 / np.maximum(mean, EPS)), 0.0, hits)
+            self.sh = sh0 - absorbed
+        else:
+            rest = total
+        hp_damage = np.maximum(U_.MIN_DAMAGE * hits, rest - self.armor * hits)
+        self.hp = self.hp - np.where(rest > 0, hp_damage, 0.0)
         if self.has_baneling:
-            bane = TABLE.is_baneling[ty[bi, ui]]
+            bane = TABLE.is_baneling[self.types[bi, ui]]
             self.hp[bi[bane], ui[bane]] = 0.0  # a baneling dies in its explosion
+        dead = self.alive & (self.hp <= 0)
+        if dead.any():
+            self._bury(dead)
 
-    def _splash(self, bi, ui, ti, dx, dy, dist):
+    def _bury(self, dead: np.ndarray) -> None:
+        self.alive &= ~dead
+        self.hp[dead] = 0.0
+        self.sh[dead] = 0.0
+        self.kind[dead] = NONE
+        self.death_pos[dead] = self.pos[dead]
+        far = np.broadcast_to(self._far, dead.shape)[dead]
+        self.pos[dead] = far + 1j * far
+        self.lo_x[dead] = self.hi_x[dead] = self.lo_y[dead] = self.hi_y[dead] = far
+        self.stride[dead] = 0.0
+        self._refresh()
+
+    def _splash(self, bi, ui, ti, dz, dist):
         """Extra hits of colossus lines and baneling explosions: (battle, victim, raw, hits)."""
-        ty = self.types
-        kinds = ty[bi, ui]
+        kinds = self.types[bi, ui]
         colossus = TABLE.is_colossus[kinds]
         bane = TABLE.is_baneling[kinds]
-        if not (colossus.any() or bane.any()):
-            return None
-        victims_ok = self._opponents[ui] & self.alive[bi] & self.ground[bi]  # [K, U]
-        hit = np.zeros_like(victims_ok)
+        k_idx = np.arange(len(ti))
+        hit = np.zeros((len(ti), self.n_units), bool)
         if colossus.any():
             # A line 2.8 wide across the attack direction, through the target.
-            ux, uy = dx[bi, ui, ti], dy[bi, ui, ti]
-            norm = np.maximum(np.hypot(ux, uy), EPS)
-            ux, uy = ux / norm, uy / norm
-            rx = dx[bi, ti, :]  # victim j relative to the target
-            ry = dy[bi, ti, :]
-            along = rx * ux[:, None] + ry * uy[:, None]
-            across = -rx * uy[:, None] + ry * ux[:, None]
-            line = (np.abs(across) <= U_.COLOSSUS_SPLASH_WIDTH / 2) & (
-                np.abs(along) <= self.radius[bi]
+            u = dz[bi, ui, ti]
+            u = u / np.maximum(np.abs(u), EPS)
+            rel = dz[bi, ti, :] * np.conj(u)[:, None]  # victim relative to the target, rotated
+            line = (np.abs(rel.imag) <= U_.COLOSSUS_SPLASH_WIDTH / 2) & (
+                np.abs(rel.real) <= self.radius[bi]
             )
-            line[np.arange(len(ti)), ti] = False  # the target is hit already
             hit |= line & colossus[:, None]
         if bane.any():
-            blast = dist[bi, ui, :] <= U_.BANELING_SPLASH_RADIUS
-            blast[np.arange(len(ti)), ti] = False
-            hit |= blast & bane[:, None]
-        hit &= victims_ok
+            hit |= (dist[bi, ui, :] <= U_.BANELING_SPLASH_RADIUS) & bane[:, None]
+        hit[k_idx, ti] = False  # the target is hit already
+        hit &= self._opponents[ui] & self.alive[bi] & self.ground[bi]
         k, j = np.nonzero(hit)
-        n = self.n_attacks[bi[k], ui[k]]
-        raw = TABLE.raw[kinds[k], ty[bi[k], j]]
-        return bi[k], j, raw * n, n
+        return bi[k], j, self.raw[bi[k], ui[k], j], self.n_attacks[bi[k], ui[k]]
 
     def _heal(self, healing, tgt) -> None:
-        self.energy = np.where(
-            self.is_medivac,
-            np.minimum(self.energy + U_.ENERGY_REGEN_PER_S * DT, U_.MEDIVAC_ENERGY_MAX),
-            0.0,
-        )
+        energy = np.minimum(self.energy + U_.ENERGY_REGEN_PER_S * DT, U_.MEDIVAC_ENERGY_MAX)
+        self.energy = np.where(self.is_medivac, energy, 0.0).astype(np.float32)
         healing = healing & (self.energy > 0)
         if not healing.any():
             return
@@ -401,34 +468,16 @@ class BattleBatch(VectorEnv):
         np.add.at(self.hp, (bi, ti), amount)
         self.energy[bi, ui] -= amount / U_.MEDIVAC_HP_PER_ENERGY
 
-    def _follow_team(self, follow, tx, ty):
-        if not follow.any():
-            return tx, ty
-        body = self.alive & ~self.is_medivac
-        out_x, out_y = tx.copy(), ty.copy()
-        for team in (0, 1):
-            cols = self.team == team
-            w = body[:, cols]
-            n = np.maximum(w.sum(1, keepdims=True), 1)
-            cx = (self.x[:, cols] * w).sum(1, keepdims=True) / n
-            cy = (self.y[:, cols] * w).sum(1, keepdims=True) / n
-            f = follow & cols[None, :]
-            out_x = np.where(f, cx, out_x)
-            out_y = np.where(f, cy, out_y)
-        return out_x, out_y
-
     # -- the agents' view ---------------------------------------------------------------------
 
     def _observe(self):
         """SMAC's observations ``[B, A, D]``, state ``[B, S]`` and action masks ``[B, A, n]``."""
-        A, E = self.n_allies, self.n_enemies
-        B = self.num_envs
-        x, y, alive = self.x, self.y, self.alive
-        f32 = np.float32
+        A, E, B = self.n_allies, self.n_enemies, self.num_envs
+        alive, f32 = self.alive, np.float32
         me_alive = alive[:, :A]
-        dx = x[:, None, :] - x[:, :A, None]  # [B, A, U]: unit minus agent
-        dy = y[:, None, :] - y[:, :A, None]
-        dist = np.sqrt(dx * dx + dy * dy)
+        me = self.pos[:, :A]
+        dz = self.pos[:, None, :] - me[:, :, None]  # [B, A, U]: unit minus agent
+        dist = np.abs(dz)
         hp = self.hp / self.hp_max
         sh = self.sh / np.maximum(self.sh_max, 1.0)
 
@@ -436,60 +485,59 @@ class BattleBatch(VectorEnv):
         mask = np.zeros((B, A, self.n_actions), f32)
         mask[:, :, 0] = ~me_alive
         mask[:, :, 1] = me_alive
-        ax, ay = x[:, :A], y[:, :A]
-        m = U_.MOVE_AMOUNT / 2
-        for k, (ex, ey) in enumerate(MOVES):
-            nx, ny = ax + ex * m, ay + ey * m
-            inside = (nx >= 0) & (nx < MAP_SIZE) & (ny >= 0) & (ny < MAP_SIZE)
-            mask[:, :, 2 + k] = me_alive & inside
+        probe = me[:, :, None] + MOVES * (U_.MOVE_AMOUNT / 2)  # SMAC checks half a move ahead
+        inside = (probe.real >= 0) & (probe.real < MAP_SIZE)
+        inside &= (probe.imag >= 0) & (probe.imag < MAP_SIZE)
+        mask[:, :, 2:6] = inside & me_alive[..., None]
         shoot = self.shoot[:, :A, None]
-        attack = me_alive[:, :, None] & alive[:, None, A:] & (dist[:, :, A:] <= shoot)
-        attack &= ~self.is_medivac[:, :A, None]
+        attack = alive[:, None, A:] & (dist[:, :, A:] <= shoot)
+        attack &= (me_alive & ~self.is_medivac[:, :A])[..., None]
         mask[:, :, N_ACTIONS_NO_ATTACK:] = attack
         if self.has_medivac:
             k = min(A, E)
             heal = self.candidates[:, :A, :k] & alive[:, None, :k] & (dist[:, :, :k] <= shoot)
-            heal &= me_alive[:, :, None] & self.is_medivac[:, :A, None]
+            heal &= (me_alive & self.is_medivac[:, :A])[..., None]
             mask[:, :, N_ACTIONS_NO_ATTACK : N_ACTIONS_NO_ATTACK + k] += heal
 
         # Observations: zeros for a dead agent and for units out of its sight.
         sight = self.sight[:, :A, None]
-        visible = (dist < sight) & alive[:, None, :] & me_alive[:, :, None]
-        rel = np.stack([dist / sight, dx / sight, dy / sight], -1)  # [B, A, U, 3]
+        visible = (dist < sight) & alive[:, None, :] & me_alive[..., None]
+        rel = np.stack([dist, dz.real, dz.imag], -1) / sight[..., None]  # [B, A, U, 3]
+        shape = (B, A, self.n_units)
+        unit = [rel, np.broadcast_to(hp[:, None, :, None], (*shape, 1))]
+        unit_shield = np.broadcast_to(sh[:, None, :, None], (*shape, 1))
+        onehot = np.broadcast_to(self.onehot[:, None], (*shape, self.type_bits))
 
-        def unit_feats(cols, shields, first):
-            parts = [first, rel[:, :, cols], hp[:, None, cols, None].repeat(A, 1)]
+        def feats(cols, shields, first):
+            parts = [first, *(p[:, :, cols] for p in unit)]
             if shields:
-                parts.append(sh[:, None, cols, None].repeat(A, 1))
-            if self.type_bits:
-                parts.append(self.onehot[:, None, cols].repeat(A, 1))
+                parts.append(unit_shield[:, :, cols])
+            parts.append(onehot[:, :, cols])
             return np.concatenate(parts, -1)
 
-        en_vis = visible[:, :, A:]
-        enemy = unit_feats(slice(A, None), self.shield_enemy, mask[:, :, 6:, None])
-        enemy *= en_vis[..., None]
-        ally = unit_feats(slice(0, A), self.shield_ally, visible[:, :, :A, None].astype(f32))
+        enemy = feats(slice(A, None), self.shield_enemy, mask[:, :, 6:, None])
+        enemy *= visible[:, :, A:, None]
         rows = np.arange(A)[:, None]
-        ally = ally[:, rows, self._others] * visible[:, rows, self._others][..., None]
+        seen = visible[:, rows, self._others][..., None]
+        ally = feats(slice(0, A), self.shield_ally, visible[:, :, :A, None].astype(f32))
+        ally = ally[:, rows, self._others] * seen
         own = [hp[:, :A, None]]
         if self.shield_ally:
             own.append(sh[:, :A, None])
         if self.v2:
-            own += [ax[..., None] / MAP_SIZE, ay[..., None] / MAP_SIZE]
-        if self.type_bits:
-            own.append(self.onehot[:, :A])
+            own += [me.real[..., None] / MAP_SIZE, me.imag[..., None] / MAP_SIZE]
+        own.append(self.onehot[:, :A])
         own = np.concatenate(own, -1) * me_alive[..., None]
         obs = np.concatenate(
             [mask[:, :, 2:6], enemy.reshape(B, A, -1), ally.reshape(B, A, -1), own], -1
         )
 
         # State: allies, enemies (zeros when dead), then every agent's last action.
-        cx, cy = (x - MAP_SIZE / 2) / MAP_SIZE, (y - MAP_SIZE / 2) / MAP_SIZE
-        wpn = np.where(
-            self.is_medivac, self.energy / U_.MEDIVAC_ENERGY_MAX, self.cd / self.cd_norm
-        )
-        al = [hp[:, :A], wpn[:, :A], cx[:, :A], cy[:, :A]]
-        en = [hp[:, A:], cx[:, A:], cy[:, A:]]
+        centred = (self.pos - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
+        cooldown = np.maximum(self.ready_at - self.clock, 0) * DT / self.cd_norm
+        wpn = np.where(self.is_medivac, self.energy / U_.MEDIVAC_ENERGY_MAX, cooldown)
+        al = [hp[:, :A], wpn[:, :A], centred.real[:, :A], centred.imag[:, :A]]
+        en = [hp[:, A:], centred.real[:, A:], centred.imag[:, A:]]
         if self.shield_ally:
             al.append(sh[:, :A])
         if self.shield_enemy:
@@ -506,13 +554,12 @@ class BattleBatch(VectorEnv):
     # -- stepping -----------------------------------------------------------------------------
 
     def step(self, actions: np.ndarray) -> VectorStep:
-        A = self.n_allies
-        B = self.num_envs
+        A, B = self.n_allies, self.num_envs
         actions = np.asarray(actions).reshape(B, A).astype(np.int64)
         self._check(actions)
         self._apply_orders(actions)
         before = self.hp[:, A:] + self.sh[:, A:]
-        was_alive = self.alive.copy()
+        was_alive = self.alive[:, A:].copy()
         for _ in range(U_.STEP_MUL):
             self._frame()
         self.t += 1
@@ -526,8 +573,9 @@ class BattleBatch(VectorEnv):
             reward = won * 1.0 - (~allies_left & enemies_left)
         else:
             after = self.hp[:, A:] + self.sh[:, A:]
-            damage = np.where(was_alive[:, A:], before - after, 0.0).sum(1)
-            kills = (was_alive[:, A:] & ~alive[:, A:]).sum(1) * REWARD_DEATH
+            damage = np.where(was_alive, before - after, 0.0).sum(1)
+            kills = (was_alive & ~alive[:, A:]).sum(1) * REWARD_DEATH
+            # SMAC's reward_only_positive takes the absolute value (enemy heals count too).
             reward = np.abs(damage + kills) + won * REWARD_WIN
             reward = reward / self.max_reward * REWARD_SCALE
         rewards = np.repeat(reward.astype(np.float32)[:, None], A, 1)
@@ -542,10 +590,8 @@ class BattleBatch(VectorEnv):
         final_obs, final_state = obs, state
         if self.auto_reset and done.any():
             final_obs, final_state = obs.copy(), state.copy()
-            rows = np.flatnonzero(done)
-            self._new_battles(rows)
+            self._new_battles(np.flatnonzero(done))
             obs, state, mask = self._observe()
         return VectorStep(
-            obs, state, mask, rewards, terminated, truncated, final_obs, final_state,
-            info=self.info,
+            obs, state, mask, rewards, terminated, truncated, final_obs, final_state, self.info
         )

@@ -8,6 +8,7 @@ AI attack-moving to the allies' start. SMACv2 scenarios sample unit types per ep
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -25,8 +26,13 @@ V2_TYPES = {
     "zerg": ("zergling", "hydralisk", "baneling"),
 }
 V2_TYPE_PROBS = (0.45, 0.45, 0.10)
-V2_SIZES = {"5_vs_5": (5, 5), "10_vs_10": (10, 10), "10_vs_11": (10, 11),
-            "20_vs_20": (20, 20), "20_vs_23": (20, 23)}
+V2_SIZES = {
+    "5_vs_5": (5, 5),
+    "10_vs_10": (10, 10),
+    "10_vs_11": (10, 11),
+    "20_vs_20": (20, 20),
+    "20_vs_23": (20, 23),
+}
 V2_MIN_ATTACK_RANGE = 2.0
 
 
@@ -98,6 +104,8 @@ def _v1(name, allies, enemies, limit, map_type=None) -> MapSpec:
 
 
 _M, _MMM = (("marine", 1),), (("marauder", 2), ("marine", 7), ("medivac", 1))
+# One row a line, as in the anchor's table.
+# fmt: off
 SMAC_MAPS: dict[str, MapSpec] = {
     m.name: m
     for m in (
@@ -131,6 +139,7 @@ SMAC_MAPS: dict[str, MapSpec] = {
         _v1("2c_vs_64zg", (("colossus", 2),), (("zergling", 64),), 400),
     )
 }
+# fmt: on
 
 
 def _v2(race: str, size: str) -> MapSpec:
@@ -138,8 +147,16 @@ def _v2(race: str, size: str) -> MapSpec:
     types = V2_TYPES[race]
     ids = {t: i for i, t in enumerate(types)}
     first = types[0]
-    return MapSpec(f"{race}_{size}", ((first, n_allies),), ((first, n_enemies),), V2_LIMIT,
-                   len(types), ids, ids, race)
+    return MapSpec(
+        f"{race}_{size}",
+        ((first, n_allies),),
+        ((first, n_enemies),),
+        V2_LIMIT,
+        len(types),
+        ids,
+        ids,
+        race,
+    )
 
 
 SMACV2_SCENARIOS: dict[str, MapSpec] = {
@@ -151,15 +168,25 @@ def _expand(groups: tuple[tuple[str, int], ...]) -> list[int]:
     return [INDEX[name] for name, n in groups for _ in range(n)]
 
 
-def group_positions(types: np.ndarray, centre, rng: np.random.Generator) -> np.ndarray:
-    """Positions of a compact square formation around ``centre``, with a small seeded jitter
-    (so that episodes of one map differ, as SC2's own placement does)."""
-    n = len(types)
+@functools.cache
+def _formation(n: int, spacing: float) -> np.ndarray:
+    """Offsets ``[n, 2]`` of a compact square formation of ``n`` units, unit 0 at the back."""
     cols = math.ceil(math.sqrt(n))
-    spacing = 2 * float(TABLE.radius[types].max()) + 0.2
     k = np.arange(n)
     offsets = np.stack([k // cols - (math.ceil(n / cols) - 1) / 2, k % cols - (cols - 1) / 2], 1)
-    pos = np.asarray(centre, np.float32) + offsets * spacing
+    return (offsets * spacing).astype(np.float32)
+
+
+def group_positions(
+    types: np.ndarray, centre, rng: np.random.Generator, mirror: bool = False
+) -> np.ndarray:
+    """Positions of a compact square formation around ``centre``, with a small seeded jitter
+    (so that episodes of one map differ, as SC2's own placement does). ``mirror`` flips it
+    left-right, so that two facing teams have the same units in front."""
+    offsets = _formation(len(types), 2 * float(TABLE.radius[types].max()) + 0.2)
+    if mirror:
+        offsets = offsets * np.array([-1.0, 1.0], np.float32)
+    pos = np.asarray(centre, np.float32) + offsets
     pos += rng.uniform(-0.2, 0.2, size=pos.shape)
     return pos.astype(np.float32)
 
@@ -171,7 +198,7 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
         ally_types = np.array(_expand(spec.allies))
         enemy_types = np.array(_expand(spec.enemies))
         ally_pos = group_positions(ally_types, ALLY_START, rng)
-        enemy_pos = group_positions(enemy_types, ENEMY_START, rng)
+        enemy_pos = group_positions(enemy_types, ENEMY_START, rng, mirror=True)
         point = np.array(ALLY_START, np.float32)
     else:
         names = V2_TYPES[spec.race]
@@ -205,7 +232,7 @@ def _v2_starts(ally_types, enemy_types, rng):
         return ally_pos, enemy_pos
     c = (rng.uniform(5, 11), rng.uniform(6, MAP_SIZE - 6))
     ally_pos = group_positions(ally_types, c, rng)
-    enemy_pos = group_positions(enemy_types, (MAP_SIZE - c[0], c[1]), rng)
+    enemy_pos = group_positions(enemy_types, (MAP_SIZE - c[0], c[1]), rng, mirror=True)
     return ally_pos, enemy_pos
 
 

@@ -46,7 +46,9 @@ def frame(core, b: int = 0) -> np.ndarray:
         draw.text((cx - 3, cy - 5), LETTER[unit.name], fill=(255, 255, 255))
         w = max(2 * r, 8)
         hp = float(core.hp[b, i] / core.hp_max[b, i])
-        draw.rectangle([cx - w / 2, cy - r - 4, cx - w / 2 + w * hp, cy - r - 2], fill=(40, 190, 40))
+        draw.rectangle(
+            [cx - w / 2, cy - r - 4, cx - w / 2 + w * hp, cy - r - 2], fill=(40, 190, 40)
+        )
         if core.sh_max[b, i] > 0:
             sh = float(core.sh[b, i] / core.sh_max[b, i])
             draw.rectangle(

@@ -35,6 +35,8 @@ class UnitType:
     sight: float = 9.0  # SC2 sight, used by SMACv2's per-unit ranges
 
 
+# One row a line, as in the anchor's table.
+# fmt: off
 UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True),
     UnitType("marauder", "T", 125, 0, 1, 10, 1, 1.07, 6, 3.15, 0.5625, ARMORED | BIO,
@@ -54,9 +56,10 @@ UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("spine_crawler", "Z", 300, 0, 2, 25, 1, 1.32, 7, 0.0, 1.0, ARMORED | STRUCTURE,
              bonus=5, bonus_vs=ARMORED, sight=11),
 )
+# fmt: on
 INDEX = {u.name: i for i, u in enumerate(UNIT_TYPES)}
-MARINE, MARAUDER, MEDIVAC, STALKER, ZEALOT, COLOSSUS, ZERGLING, HYDRALISK, BANELING, SPINE = (
-    range(len(UNIT_TYPES))
+MARINE, MARAUDER, MEDIVAC, STALKER, ZEALOT, COLOSSUS, ZERGLING, HYDRALISK, BANELING, SPINE = range(
+    len(UNIT_TYPES)
 )
 
 # Mechanics constants (anchor file and SC2).
@@ -91,13 +94,18 @@ class Table:
         # raw[a, t]: damage of one attack of type a on type t before armor (0: cannot hit).
         bonus_applies = (col("bonus_vs", np.int64)[:, None] & attrs[None, :]) > 0
         raw = col("damage")[:, None] + col("bonus")[:, None] * bonus_applies
-        can_hit = np.where(self.air[None, :], col("hits_air", bool)[:, None],
-                           col("hits_ground", bool)[:, None])
+        can_hit = np.where(
+            self.air[None, :], col("hits_air", bool)[:, None], col("hits_ground", bool)[:, None]
+        )
         can_hit &= col("attacks")[:, None] > 0
         self.raw = np.where(can_hit, raw, 0.0).astype(np.float32)
         self.can_hit = can_hit
         # SMAC normalises the weapon cooldown in the state by the unit's full cooldown.
         self.cooldown_norm = np.where(self.cooldown > 0, self.cooldown, 1.0).astype(np.float32)
+        # The core counts cooldowns in whole game frames, as SC2 does.
+        self.cooldown_frames = np.maximum(np.rint(self.cooldown * FRAMES_PER_SECOND), 1).astype(
+            np.int64
+        )
 
 
 TABLE = Table(UNIT_TYPES)
