@@ -219,6 +219,7 @@ def train(
                 it=it,
                 sps=0.0,
                 steps=steps,
+                win="",
             )
             while (it < cfg.iterations) if cfg.iterations else (steps < target_steps):
                 result = algo.train()
@@ -226,6 +227,8 @@ def train(
                 row = metrics_row(result, it, time.perf_counter() - t0)
                 steps = row["env_steps"]
                 log.add(row)
+                # Battle envs (SMAC) report a win rate; others leave the column empty.
+                win = "" if math.isnan(row["win_rate"]) else f"win {row['win_rate']:.0%}"
                 progress.update(
                     task,
                     completed=it if cfg.iterations else min(steps, total),
@@ -233,11 +236,12 @@ def train(
                     it=it,
                     sps=row["env_steps_per_s"],
                     steps=steps,
+                    win=win,
                 )
                 if curve_every and it % curve_every == 0:
                     progress.console.print(
                         f"iter {it:4d}  env steps {steps:>9,}  return {row['episode_return_mean']:8.2f}"
-                        f"  {row['env_steps_per_s']:8.0f} steps/s"
+                        f"  {row['env_steps_per_s']:8.0f} steps/s  {win}"
                     )
                 if it % cfg.checkpoint_every == 0:
                     save_checkpoint(algo, run, it, steps, cfg.keep_checkpoints)
@@ -263,6 +267,7 @@ def _progress(console):
         BarColumn(),
         TextColumn("{task.fields[steps]:,} env steps"),
         TextColumn("return {task.fields[ret]:.2f}"),
+        TextColumn("{task.fields[win]}"),
         TextColumn("{task.fields[sps]:.0f} steps/s"),
         TimeElapsedColumn(),
         TextColumn("ETA"),

@@ -58,3 +58,15 @@ def test_remote_env_runner_trains(ray_session):
     result = algorithm.train()
     assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 256
     algorithm.stop()
+
+
+def test_masked_mappo_trains_on_smac_with_the_global_state(ray_session):
+    algorithm = build("smac/3m-v0", "mappo", PPOSettings(**SMALL), seed=0).build_algo()
+    lay = algorithm.env_runner.layout
+    assert (lay.obs_dim, lay.mask_dim, lay.critic_dim) == (30, 9, 48 + 3)
+    for _ in range(2):
+        result = algorithm.train()  # the core raises on any unavailable action
+    runners = result["env_runners"]
+    assert 0.0 <= runners["win_rate"] <= 1.0
+    assert np.isfinite(result["learners"]["default_policy"]["vf_loss"])
+    algorithm.stop()
