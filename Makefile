@@ -9,7 +9,7 @@ export MKL_NUM_THREADS := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup demo test bench lint format clean
+.PHONY: setup demo test bench bench-smac smax-venv lint format clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,20 @@ test: setup
 bench: setup
 	$(PY) bench/env_throughput.py
 	$(PY) bench/train_throughput.py
+
+# SMAX (JaxMARL) lives in its own venv, for bench/smac_throughput.py only: it is no
+# dependency of the project.
+SMAX_VENV := bench/.smax-venv
+smax-venv: $(SMAX_VENV)/.installed
+$(SMAX_VENV)/.installed:
+	test -x $(SMAX_VENV)/bin/python || $(PYTHON) -m venv $(SMAX_VENV)
+	$(SMAX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SMAX_VENV)/bin/python -m pip install -q jaxmarl==0.2.0 jax==0.10.2 jaxlib==0.10.2
+	touch $@
+
+bench-smac: setup smax-venv
+	$(PY) bench/smac_throughput.py --smax-python $(SMAX_VENV)/bin/python
+	$(PY) bench/learn_smac.py
 
 lint: setup
 	$(PY) -m ruff check .

@@ -33,25 +33,37 @@ def bench(map_name: str, batch: int, steps: int) -> dict:
     def one(key, state):
         k1, k2 = jax.random.split(key)
         obs, state, rew, dones, info = env.step(k2, state, policy(k1, state))
-        return state
+        # Return the observations (and their world state) too: what jit does not return it
+        # does not compute, and an RL sampler needs them, as Arena's bench computes its own.
+        return state, obs
 
-    step = jax.jit(jax.vmap(one))
+    vstep = jax.vmap(one)
+
+    @jax.jit
+    def step(key, state):  # the key split inside the jit, as a tuned sampler would do it
+        keys = jax.random.split(key, batch + 1)
+        state, obs = vstep(keys[1:], state)
+        return keys[0], state, obs
+
     reset = jax.jit(jax.vmap(env.reset))
     key = jax.random.PRNGKey(0)
     _, state = reset(jax.random.split(key, batch))
-    keys = jax.random.split(key, batch)
-    state = step(keys, state)  # compile
-    jax.block_until_ready(state)
+    key, state, obs = step(key, state)  # compile
+    jax.block_until_ready(obs)
     t = time.perf_counter()
-    for i in range(steps):
-        state = step(jax.random.split(jax.random.PRNGKey(i), batch), state)
-    jax.block_until_ready(state)
+    for _ in range(steps):
+        key, state, obs = step(key, state)
+    jax.block_until_ready(obs)
     python_loop = steps * batch / (time.perf_counter() - t)
 
     def body(carry, k):
-        return step(jax.random.split(k, batch), carry), None
+        state, total = carry
+        state, obs = vstep(jax.random.split(k, batch), state)
+        # A checksum of every observation keeps them computed inside the scan.
+        total = total + sum(jnp.sum(o) for o in jax.tree_util.tree_leaves(obs))
+        return (state, total), None
 
-    scan = jax.jit(lambda s, ks: jax.lax.scan(body, s, ks)[0])
+    scan = jax.jit(lambda s, ks: jax.lax.scan(body, (s, jnp.float32(0)), ks)[0])
     ks = jax.random.split(key, steps)
     jax.block_until_ready(scan(state, ks))  # compile
     t = time.perf_counter()

@@ -419,14 +419,13 @@ class BattleBatch(VectorEnv):
 
     def _bury(self, dead: np.ndarray) -> None:
         self.alive &= ~dead
-        self.hp[dead] = 0.0
-        self.sh[dead] = 0.0
-        self.kind[dead] = NONE
-        self.death_pos[dead] = self.pos[dead]
-        far = np.broadcast_to(self._far, dead.shape)[dead]
-        self.pos[dead] = far + 1j * far
-        self.lo_x[dead] = self.hi_x[dead] = self.lo_y[dead] = self.hi_y[dead] = far
-        self.stride[dead] = 0.0
+        idx = np.nonzero(dead)  # once: integer indexing is cheaper than repeated masks
+        self.hp[idx] = self.sh[idx] = self.stride[idx] = 0.0
+        self.kind[idx] = NONE
+        self.death_pos[idx] = self.pos[idx]
+        far = self._far[idx[1]]
+        self.pos[idx] = far + 1j * far
+        self.lo_x[idx] = self.hi_x[idx] = self.lo_y[idx] = self.hi_y[idx] = far
         self._refresh()
 
     def _splash(self, bi, ui, ti, dz, dist):

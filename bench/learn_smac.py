@@ -1,0 +1,175 @@
+"""How fast masked MAPPO learns SMAC battles: test win rate against env steps and wall time.
+
+    .venv/bin/python bench/learn_smac.py [--maps 3m,2s3z,5m_vs_6m] [--minutes 8]
+
+For each map it trains ``arena train``'s MAPPO (default settings, one process, as on a laptop)
+for a wall-time budget and, every ``--eval-every`` seconds of training, plays ``--battles``
+battles greedily (the test win rate, as SMAC papers report it) on held-out seeds. Evaluation
+time is not counted as training time.
+
+Prints one JSON line per evaluation and a summary line per map (final test win rate, env
+steps and minutes to reach 80% and 95%); writes ``--out`` (JSON) and a PNG next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+EVAL_SEED = 1_000_000  # far from the training seeds
+
+
+def test_win_rate(module, map_name: str, battles: int) -> float:
+    """Greedy test win rate of ``module`` over ``battles`` battles stepped as one batch."""
+    import torch
+
+    from envs.smac.core import BattleBatch
+    from policies.inference import Policy
+
+    core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False)
+    policy = Policy(module, list(core.agents))
+    lay = policy.layout
+    step = core.reset()
+    A = core.n_allies
+    over = np.zeros(battles, bool)
+    won = np.zeros(battles, bool)
+    rows = np.zeros((battles, A, lay.size), np.float32)
+    rows[:, :, lay.size - A :] = np.eye(A, dtype=np.float32)
+    torch.set_num_threads(1)
+    for _ in range(core.spec.limit):
+        mask = step.action_mask
+        mask[over] = 0
+        mask[over, :, 0] = 1  # a finished battle idles with no-ops
+        rows[:, :, : lay.obs_dim] = step.obs
+        rows[:, :, lay.obs_dim : lay.obs_dim + lay.mask_dim] = mask
+        rows[:, :, lay.obs_dim + lay.mask_dim : lay.size - A] = step.state[:, None]
+        actions = policy.act_rows(rows.reshape(battles * A, -1)).reshape(battles, A)
+        core._last_mask = mask
+        step = core.step(actions)
+        done = (step.terminated | step.truncated) & ~over
+        won |= done & step.info["battle_won"]
+        over |= done
+        if over.all():
+            break
+    return float(won.mean())
+
+
+def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: int):
+    from policies.algorithms import PPOSettings, build
+
+    env_id = f"smac/{map_name}-v0"
+    algo = build(env_id, "mappo", PPOSettings(), seed=seed).build_algo()
+    points, trained, t_eval = [], 0.0, 0.0
+    try:
+        while trained < minutes * 60:
+            t0 = time.perf_counter()
+            result = algo.train()
+            trained += time.perf_counter() - t0
+            if trained - t_eval < eval_every and trained < minutes * 60:
+                continue
+            t_eval = trained
+            runners = result["env_runners"]
+            point = {
+                "bench": "learn_smac",
+                "map": map_name,
+                "env_steps": int(runners["num_env_steps_sampled_lifetime"]),
+                "train_s": round(trained, 1),
+                "train_win_rate": float(runners.get("win_rate", float("nan"))),
+                "test_win_rate": test_win_rate(algo.get_module(), map_name, battles),
+            }
+            print(json.dumps(point), flush=True)
+            points.append(point)
+    finally:
+        algo.stop()
+    return points
+
+
+def first_reaching(points, level: float) -> dict:
+    for p in points:
+        if p["test_win_rate"] >= level:
+            return {"env_steps": p["env_steps"], "minutes": round(p["train_s"] / 60, 2)}
+    return {"env_steps": None, "minutes": None}
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for name, points in results.items():
+        win = [100 * p["test_win_rate"] for p in points]
+        ax1.plot([p["env_steps"] / 1e6 for p in points], win, marker=".", label=name)
+        ax2.plot([p["train_s"] / 60 for p in points], win, marker=".", label=name)
+    ax1.set(xlabel="env steps (millions)", ylabel="test win rate (%)", ylim=(-2, 102))
+    ax2.set(xlabel="training wall time (minutes, 2-core machine)")
+    for ax in (ax1, ax2):
+        ax.axhline(95, color="grey", lw=0.8, ls="--")
+        ax.grid(alpha=0.3)
+    ax1.legend(title="map")
+    fig.suptitle("Arena MAPPO on SMAC battles: greedy test win rate")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--maps", default="3m,2s3z,5m_vs_6m")
+    p.add_argument("--minutes", type=float, default=8.0, help="training wall time per map")
+    p.add_argument("--eval-every", type=float, default=40.0, help="seconds of training")
+    p.add_argument("--battles", type=int, default=64, help="test battles per evaluation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench/results/learn_smac.json")
+    a = p.parse_args()
+    from envs.smac.maps import SMAC_MAPS
+
+    maps = a.maps.split(",")
+    unknown = [m for m in maps if m not in SMAC_MAPS]
+    if unknown:
+        p.error(f"unknown SMAC maps {unknown}; allowed: {', '.join(SMAC_MAPS)}")
+    if a.minutes <= 0 or a.battles <= 0:
+        p.error("--minutes and --battles must be positive")
+
+    import tempfile
+
+    from cluster import runtime
+
+    runtime.connect(num_cpus=2, dashboard=False, temp_dir=tempfile.mkdtemp(prefix="ray-bench-"))
+    results, summary = {}, {}
+    for name in maps:
+        results[name] = learn(name, a.minutes, a.eval_every, a.battles, a.seed)
+        pts = results[name]
+        summary[name] = {
+            "final_test_win_rate": pts[-1]["test_win_rate"],
+            "best_test_win_rate": max(q["test_win_rate"] for q in pts),
+            "env_steps": pts[-1]["env_steps"],
+            "minutes": round(pts[-1]["train_s"] / 60, 2),
+            "reach_80": first_reaching(pts, 0.8),
+            "reach_95": first_reaching(pts, 0.95),
+        }
+        print(json.dumps({"bench": "learn_smac", "summary": name, **summary[name]}), flush=True)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"settings": vars(a), "summary": summary, "curves": results}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, out)
+    plot(results, out.with_suffix(".png"))
+    print(json.dumps({"bench": "learn_smac", "wrote": [str(out), str(out.with_suffix(".png"))]}))
+
+
+if __name__ == "__main__":
+    main()
