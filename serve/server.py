@@ -56,6 +56,9 @@ def haproxy_env(port: int) -> dict[str, str]:
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{base}/server-state",
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        # A replica leaving waits this long for load balancers to drop it (default 30 s);
+        # the local HAProxy hears of it from the controller at once.
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "3",
     }
 
 

@@ -307,7 +307,7 @@ def test_killed_replica_is_replaced_and_traffic_continues(cli_server):
         os.kill(victim, signal.SIGKILL)
         killed_at.append(time.monotonic())
 
-    sent, outcomes = run_load(url, seconds=15, concurrency=8, during=kill)
+    sent, outcomes = run_load(url, seconds=12, concurrency=8, during=kill)
     assert len(outcomes) == sent
     after = [o for t, o in outcomes if t > killed_at[0] + 5]
     assert after and Counter(after) == {"ok": len(after)}, Counter(after)
@@ -333,3 +333,16 @@ def test_metrics_endpoint_exports_serve_metrics(cli_server):
         text = urllib.request.urlopen(found[1], timeout=5).read().decode()
         time.sleep(2)
     assert re.search(r"^ray_serve_\w+", text, re.M), text[:500]
+
+
+def test_arena_serve_refuses_a_bad_run_with_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "serve", str(tmp_path / "nowhere"), "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("arena: error: ")
+    assert "not a run directory" in proc.stderr
