@@ -85,6 +85,7 @@ def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: 
                 "env_steps": int(runners["num_env_steps_sampled_lifetime"]),
                 "train_s": round(trained, 1),
                 "train_win_rate": float(runners.get("win_rate", float("nan"))),
+                "train_return_mean": float(runners.get("episode_return_mean", float("nan"))),
                 "test_win_rate": test_win_rate(algo.get_module(), map_name, battles),
             }
             print(json.dumps(point), flush=True)
