@@ -135,12 +135,12 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench/results/learn_smac.json")
     a = p.parse_args()
-    from envs.smac.maps import SMAC_MAPS
+    from envs.smac.maps import parse_v1_maps
 
-    maps = a.maps.split(",")
-    unknown = [m for m in maps if m not in SMAC_MAPS]
-    if unknown:
-        p.error(f"unknown SMAC maps {unknown}; allowed: {', '.join(SMAC_MAPS)}")
+    try:
+        maps = parse_v1_maps(a.maps)
+    except ValueError as e:
+        p.error(str(e))
     if a.minutes <= 0 or a.battles <= 0:
         p.error("--minutes and --battles must be positive")
 

@@ -89,12 +89,12 @@ def main() -> None:
     p.add_argument("--no-smax", action="store_true", help="Arena only")
     p.add_argument("--out", default="bench/results/smac_throughput.jsonl")
     a = p.parse_args()
-    from envs.smac.maps import SMAC_MAPS
+    from envs.smac.maps import parse_v1_maps
 
-    maps = a.maps.split(",")
-    unknown = [m for m in maps if m not in SMAC_MAPS]
-    if unknown:
-        p.error(f"unknown SMAC maps {unknown}; allowed: {', '.join(SMAC_MAPS)}")
+    try:
+        maps = parse_v1_maps(a.maps)
+    except ValueError as e:
+        p.error(str(e))
     try:
         batches = [int(b) for b in a.batches.split(",")]
     except ValueError:

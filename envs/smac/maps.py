@@ -236,6 +236,15 @@ def _v2_starts(ally_types, enemy_types, rng):
     return ally_pos, enemy_pos
 
 
+def parse_v1_maps(text: str) -> list[str]:
+    """Comma-separated SMAC v1 map names; a ValueError names the unknown ones and the maps."""
+    maps = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in maps if m not in SMAC_MAPS]
+    if unknown or not maps:
+        raise ValueError(f"unknown SMAC maps {unknown}; allowed: {', '.join(SMAC_MAPS)}")
+    return maps
+
+
 def spec_of(map_name: str) -> MapSpec:
     """The :class:`MapSpec` of a v1 map or SMACv2 scenario name; else an error listing them."""
     spec = SMAC_MAPS.get(map_name) or SMACV2_SCENARIOS.get(map_name)
