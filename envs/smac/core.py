@@ -149,6 +149,8 @@ class BattleBatch(VectorEnv):
         self._start_kind = np.r_[np.full(A, IDLE), np.full(E, AMOVE)].astype(np.int8)
         # Flat gathers ([B*U] rows of [B*U, U] views) are cheaper than take_along_axis.
         self._flat = np.arange(B * Un)
+        self._ones = np.ones(Un, np.complex64)
+        self._action_eye = np.eye(self.n_actions, dtype=f32)
         self._base = (np.arange(B) * Un)[:, None]
         self.lo_x, self.hi_x, self.lo_y, self.hi_y = (z() for _ in range(4))
         self.is_medivac, self.ground, self.can_fire = z(bool), z(bool), z(bool)
@@ -340,11 +342,13 @@ class BattleBatch(VectorEnv):
         else:
             look = edge
         closest = look.argmin(-1)
-        auto = look.min(-1) <= self.acquire
+        B, Un = closest.shape
+        # Gathering the minimum at argmin is several times cheaper than a second reduction.
+        nearest = look.reshape(-1, Un)[self._flat, closest.ravel()].reshape(B, Un)
+        auto = nearest <= self.acquire
         ordered = self.ordered
         tgt = np.where(ordered, self.target, closest)
         has_t = ordered | auto
-        B, Un = tgt.shape
         t_edge = edge.reshape(-1, Un)[self._flat, tgt.ravel()].reshape(B, Un)
         in_range = has_t & (t_edge <= self.reach)
 
@@ -371,7 +375,7 @@ class BattleBatch(VectorEnv):
         scale = np.where(walking, np.minimum(stride, gap) / np.maximum(gap, EPS), 0.0)
         overlap = np.maximum(self.collide - dist, 0.0)
         push = overlap * self.push_share / np.maximum(dist, EPS)
-        pos = pos + v * scale - (push * dz).sum(-1)
+        pos = pos + v * scale - (push * dz) @ self._ones  # matmul: a faster row sum
         x, y = pos.real.copy(), pos.imag.copy()
         _clip(x, self.lo_x, self.hi_x, out=x)
         _clip(y, self.lo_y, self.hi_y, out=y)
@@ -543,9 +547,7 @@ class BattleBatch(VectorEnv):
             en.append(sh[:, A:])
         al = np.concatenate([np.stack(al, -1), self.onehot[:, :A]], -1) * me_alive[..., None]
         en = np.concatenate([np.stack(en, -1), self.onehot[:, A:]], -1) * alive[:, A:, None]
-        last = np.zeros((B, A, self.n_actions), f32)
-        np.put_along_axis(last, self.last_action[..., None], 1.0, -1)
-        last *= (self.t > 0)[:, None, None]
+        last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]
         state = np.concatenate([al.reshape(B, -1), en.reshape(B, -1), last.reshape(B, -1)], -1)
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
