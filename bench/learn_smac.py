@@ -47,14 +47,10 @@ def test_win_rate(module, map_name: str, battles: int) -> float:
     rows[:, :, lay.size - A :] = np.eye(A, dtype=np.float32)
     torch.set_num_threads(1)
     for _ in range(core.spec.limit):
-        mask = step.action_mask
-        mask[over] = 0
-        mask[over, :, 0] = 1  # a finished battle idles with no-ops
         rows[:, :, : lay.obs_dim] = step.obs
-        rows[:, :, lay.obs_dim : lay.obs_dim + lay.mask_dim] = mask
+        rows[:, :, lay.obs_dim : lay.obs_dim + lay.mask_dim] = step.action_mask  # done: no-op
         rows[:, :, lay.obs_dim + lay.mask_dim : lay.size - A] = step.state[:, None]
         actions = policy.act_rows(rows.reshape(battles * A, -1)).reshape(battles, A)
-        core._last_mask = mask
         step = core.step(actions)
         done = (step.terminated | step.truncated) & ~over
         won |= done & step.info["battle_won"]

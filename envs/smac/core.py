@@ -69,7 +69,8 @@ class BattleBatch(VectorEnv):
         map_name: a SMAC v1 map or SMACv2 scenario (``envs.smac.maps.spec_of``).
         reward_sparse: +1 win, -1 loss, 0 otherwise instead of SMAC's dense reward.
         auto_reset: reset a battle inside ``step`` when it ends (the training sampler's
-            contract); the PettingZoo env turns it off.
+            contract); the PettingZoo env turns it off. Without it, a finished battle's
+            agents may only no-op until the next ``reset``, so a batch steps on as one.
     """
 
     has_action_mask = True
@@ -134,6 +135,7 @@ class BattleBatch(VectorEnv):
         self.fired_at = np.full((B, Un), -1, np.int64)  # last target fired on (rendering)
         self.point = np.zeros(B, np.complex64)
         self.t = np.zeros(B, np.int64)
+        self.over = np.zeros(B, bool)  # finished and not reset (auto_reset off)
         self.last_action = np.zeros((B, A), np.int64)
         # Derived from the orders (``_refresh``).
         self.ordered, self.may_chase, self.walks_to_goal = z(bool), z(bool), z(bool)
@@ -161,7 +163,6 @@ class BattleBatch(VectorEnv):
         self.push_share = zz()  # how much of an overlap unit i gives way (0.5, 1 or 0)
         self.raw = zz()  # damage of one swing of i on j before armor (attacks x raw)
         self.max_reward = np.ones(B, f32)
-        self._rows = np.arange(B)[:, None]
         self._last_mask: np.ndarray | None = None
         self.info: dict[str, np.ndarray] = {}
 
@@ -199,6 +200,7 @@ class BattleBatch(VectorEnv):
         self.goal[rows] = self.point[rows][:, None]
         self.fired_at[rows] = -1
         self.t[rows] = 0
+        self.over[rows] = False
         self.last_action[rows] = 0
         self.max_reward[rows] = (
             self.n_enemies * REWARD_DEATH
@@ -549,6 +551,9 @@ class BattleBatch(VectorEnv):
         en = np.concatenate([np.stack(en, -1), self.onehot[:, A:]], -1) * alive[:, A:, None]
         last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]
         state = np.concatenate([al.reshape(B, -1), en.reshape(B, -1), last.reshape(B, -1)], -1)
+        if self.over.any():  # a finished battle waits for its reset: no-ops only
+            mask[self.over] = 0
+            mask[self.over, :, 0] = 1
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
 
@@ -580,8 +585,10 @@ class BattleBatch(VectorEnv):
             reward = np.abs(damage + kills) + won * REWARD_WIN
             reward = reward / self.max_reward * REWARD_SCALE
         rewards = np.repeat(reward.astype(np.float32)[:, None], A, 1)
-        obs, state, mask = self._observe()
         done = terminated | truncated
+        if not self.auto_reset:
+            self.over |= done
+        obs, state, mask = self._observe()
         self.info = {
             "battle_won": won,
             "dead_allies": (~alive[:, :A]).sum(1),

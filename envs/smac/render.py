@@ -36,7 +36,8 @@ def frame(core, b: int = 0) -> np.ndarray:
         cx, cy = px(x[i], y[i])
         r = float(core.radius[b, i]) * SCALE
         unit = UNIT_TYPES[core.types[b, i]]
-        if not alive[i]:
+        if not alive[i]:  # a cross where it died (the core parks the dead off the map)
+            cx, cy = px(core.death_pos[b, i].real, core.death_pos[b, i].imag)
             draw.line([cx - 3, cy - 3, cx + 3, cy + 3], fill=(120, 120, 120))
             draw.line([cx - 3, cy + 3, cx + 3, cy - 3], fill=(120, 120, 120))
             continue

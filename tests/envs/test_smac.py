@@ -357,11 +357,7 @@ def test_a_won_battle_returns_exactly_20_and_a_lost_one_less():
         won |= done & step.info["battle_won"]
         over |= done
         if over.all():
-            break
-        # A finished battle keeps stepping with no-ops (its units are dead or idle).
-        step.action_mask[over] = 0
-        step.action_mask[over, :, 0] = 1
-        core._last_mask = step.action_mask
+            break  # until then a finished battle steps on with no-ops, its only legal action
     assert won.any() and (~won).any()
     np.testing.assert_allclose(total[won], 20.0, atol=1e-4)
     assert (total[~won] < 20).all()
@@ -436,3 +432,14 @@ def test_pettingzoo_env_is_one_battle_of_the_core_with_smacs_interface():
             break
     else:
         pytest.fail("the episode never ended")
+
+
+def test_without_auto_reset_a_finished_battle_may_only_no_op_until_reset():
+    core = battle("3m")
+    core._bury(np.r_[False, False, False, True, True, True][None])  # the enemies are gone
+    step = core.step(np.ones((1, 3), int))
+    assert step.terminated[0] and step.info["battle_won"][0]
+    assert (step.action_mask[0, :, 0] == 1).all() and (step.action_mask[0, :, 1:] == 0).all()
+    with pytest.raises(ValueError, match="legal actions: 0 \\(no-op\\)"):
+        core.step(np.ones((1, 3), int))
+    assert (core.reset().action_mask[0, :, 1] == 1).all()
