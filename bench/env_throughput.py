@@ -57,20 +57,17 @@ def bench_id(env_id: str, seconds: float, batch: int) -> dict:
         "pettingzoo_steps_per_s": rate(pz_step, seconds),
         "adapter_steps_per_s": rate(adapter_step, seconds),
     }
-    try:
-        vec = envs.make_vector(env_id, batch, seed=0)
-    except ValueError as e:  # agents with different spaces: no shared-policy batch
-        out["vector_note"] = str(e)
-        return out
+    vec = envs.make_vector(env_id, batch, seed=0)
     vec.reset()
-    space = vec.action_space
-    shape = (batch, vec.num_agents) + tuple(space.shape or ())
+
+    def random_actions(g):
+        shape = (batch, g.num_agents) + tuple(g.action_space.shape or ())
+        if hasattr(g.action_space, "n"):
+            return rng.integers(0, g.action_space.n, shape)
+        return rng.random(shape, dtype=np.float32)
 
     def vec_step():
-        if hasattr(space, "n"):
-            vec.step(rng.integers(0, space.n, shape))
-        else:
-            vec.step(rng.random(shape, dtype=np.float32))
+        vec.step({g.name: random_actions(g) for g in vec.groups.values()})
         return batch
 
     out[f"vector{batch}_steps_per_s"] = rate(vec_step, seconds)

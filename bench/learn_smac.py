@@ -30,28 +30,26 @@ EVAL_SEED = 1_000_000  # far from the training seeds
 
 
 def test_win_rate(module, map_name: str, battles: int) -> float:
-    """Greedy test win rate of ``module`` over ``battles`` battles stepped as one batch."""
+    """Greedy test win rate of the shared ``module`` over ``battles`` battles stepped as one
+    batch (inputs packed by the module's own ``BatchSpec``; recurrent modules carry state)."""
     import torch
 
     from envs.smac.core import BattleBatch
-    from policies.inference import Policy
+    from policies.inference import ModulePolicy
 
     core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False)
-    policy = Policy(module, list(core.agents))
-    lay = policy.layout
+    policy = ModulePolicy(module)
     step = core.reset()
     A = core.n_allies
     over = np.zeros(battles, bool)
     won = np.zeros(battles, bool)
-    rows = np.zeros((battles, A, lay.size), np.float32)
-    rows[:, :, lay.size - A :] = np.eye(A, dtype=np.float32)
+    rows = policy.spec.buffers(battles * A)
+    hidden = policy.initial_state(battles * A)
     torch.set_num_threads(1)
     for _ in range(core.spec.limit):
-        rows[:, :, : lay.obs_dim] = step.obs
-        rows[:, :, lay.obs_dim : lay.obs_dim + lay.mask_dim] = step.action_mask  # done: no-op
-        rows[:, :, lay.obs_dim + lay.mask_dim : lay.size - A] = step.state[:, None]
-        actions = policy.act_rows(rows.reshape(battles * A, -1)).reshape(battles, A)
-        step = core.step(actions)
+        policy.spec.write(rows, step.obs["agent"], step.action_mask["agent"], step.state)
+        actions, hidden = policy.act_rows(rows, False, hidden)  # done battles: no-op only
+        step = core.step(actions.reshape(battles, A))
         done = (step.terminated | step.truncated) & ~over
         won |= done & step.info["battle_won"]
         over |= done
@@ -61,10 +59,11 @@ def test_win_rate(module, map_name: str, battles: int) -> float:
 
 
 def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: int):
-    from policies.algorithms import PPOSettings, build
+    from policies import algorithm
 
     env_id = f"smac/{map_name}-v0"
-    algo = build(env_id, "mappo", PPOSettings(), seed=seed).build_algo()
+    mappo = algorithm.get("mappo")
+    algo = mappo.build(env_id, mappo.settings(), seed=seed).build_algo()
     points, trained, t_eval = [], 0.0, 0.0
     try:
         while trained < minutes * 60:
@@ -82,7 +81,7 @@ def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: 
                 "train_s": round(trained, 1),
                 "train_win_rate": float(runners.get("win_rate", float("nan"))),
                 "train_return_mean": float(runners.get("episode_return_mean", float("nan"))),
-                "test_win_rate": test_win_rate(algo.get_module(), map_name, battles),
+                "test_win_rate": test_win_rate(algo.get_module("shared"), map_name, battles),
             }
             print(json.dumps(point), flush=True)
             points.append(point)

@@ -195,7 +195,8 @@ def bodies(policy: dict, envs: int, rng: np.random.Generator) -> dict[str, tuple
 
 
 def forward_pass(run: Path, envs: int) -> list[dict]:
-    """The bare in-process forward pass (``Policy.act_rows``), the ceiling of any server."""
+    """The bare in-process forward pass (``ModulePolicy.act_rows``), the ceiling of any
+    server (the first module of the run)."""
     import torch
 
     from serve.app import resolve
@@ -205,11 +206,14 @@ def forward_pass(run: Path, envs: int) -> list[dict]:
     served = load_policy(resolve([str(run)])[0])
     out = []
     for shape, n in (("single", 1), ("batch", envs * len(served.spec.agents))):
-        rows = np.zeros((n, served.layout.size), np.float32)
-        served.policy.act_rows(rows)
+        module = next(iter(served.policy.modules.values()))
+        spec = module.spec
+        mask = np.ones((n, spec.mask_dim), np.float32) if spec.mask_dim else None
+        rows = spec.pack(np.zeros((n, *spec.obs_shape), spec.obs_dtype), mask)
+        module.act_rows(rows)
         reps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < 1.0:
-            served.policy.act_rows(rows)
+            module.act_rows(rows)
             reps += 1
         dt = (time.perf_counter() - t0) / reps
         out.append(

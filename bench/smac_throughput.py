@@ -44,12 +44,12 @@ def arena(map_name: str, batch: int, seconds: float) -> dict:
     core = BattleBatch(batch, seed=0, map_name=map_name)
     step = core.reset()
     rng = np.random.default_rng(0)
-    noise = np.empty(step.action_mask.shape)
+    noise = np.empty(step.action_mask["agent"].shape)
 
     def once():
         nonlocal step
         rng.random(out=noise)
-        step = core.step((noise * step.action_mask).argmax(-1))
+        step = core.step((noise * step.action_mask["agent"]).argmax(-1))
 
     for _ in range(20):  # warm-up
         once()

@@ -2,11 +2,18 @@
 
     .venv/bin/python bench/train_throughput.py [--iterations 3] [--runners 0,1]
 
-Both sides run PPO with one policy shared by all agents of mpe2's simple_spread_v3, batch
-4,000 env steps, minibatch 512, 5 epochs, OMP_NUM_THREADS=1, in one Ray session. RLlib's
-default is ``ParallelPettingZooEnv`` with RLlib's own EnvRunner and connectors; Arena's is
-``cluster.sampling.VectorEnvRunner`` over the vectorised NumPy core. The first iteration of
-each configuration is a warm-up; the others are averaged.
+Both sides run PPO, batch 4,000 env steps, minibatch 512, 5 epochs, OMP_NUM_THREADS=1, in
+one Ray session. RLlib's default is ``ParallelPettingZooEnv`` with RLlib's own EnvRunner and
+connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
+
+* mpe2 simple_spread_v3, one policy shared by all agents (Arena on its vectorised NumPy core),
+  with 0 and 1 remote EnvRunners, and Arena's MAPPO;
+* simple_tag_v3 with two policies, adversaries and the good agent (Arena: B mpe2 envs behind
+  the batch interface, ``--policies per_group``);
+* simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU) against
+  RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both).
+
+The first iteration of each configuration is a warm-up; the others are averaged.
 
 Prints one JSON line per configuration (``sample_env_steps_per_s``: env steps over the time
 spent sampling; ``train_env_steps_per_s``: env steps over whole iterations; for Arena the
@@ -28,30 +35,55 @@ BATCH, MINIBATCH, EPOCHS = 4000, 512, 5
 ENV_ID = "mpe/simple_spread-v3"
 
 
-def rllib_default_config(num_env_runners: int, seed: int = 0):
-    from mpe2 import simple_spread_v3
+def rllib_default_config(
+    env: str, num_env_runners: int, seed: int = 0, *, per_group: bool = False, recurrent=False
+):
+    """RLlib's default path on mpe2's ``env`` scenario: one shared policy, or one policy per
+    role (``adversary_0`` -> ``adversary``)."""
+    import importlib
+
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
     from ray.tune.registry import register_env
 
-    register_env(
-        "bench_spread_default", lambda cfg: ParallelPettingZooEnv(simple_spread_v3.parallel_env())
-    )
-    return (
+    module = importlib.import_module(f"mpe2.{env}")
+    name = f"bench_{env}_default"
+    register_env(name, lambda cfg: ParallelPettingZooEnv(module.parallel_env()))
+    roles = sorted({a.rsplit("_", 1)[0] for a in module.parallel_env().possible_agents})
+    if per_group:
+        policies = set(roles)
+        mapping = lambda agent_id, *a, **k: agent_id.rsplit("_", 1)[0]  # noqa: E731
+    else:
+        policies = {"shared"}
+        mapping = lambda agent_id, *a, **k: "shared"  # noqa: E731
+    config = (
         PPOConfig()
-        .environment("bench_spread_default")
+        .environment(name)
         .env_runners(num_env_runners=num_env_runners)
-        .multi_agent(policies={"shared"}, policy_mapping_fn=lambda agent_id, *a, **k: "shared")
+        .multi_agent(policies=policies, policy_mapping_fn=mapping)
         .training(train_batch_size_per_learner=BATCH, minibatch_size=MINIBATCH, num_epochs=EPOCHS)
         .debugging(seed=seed)
     )
+    if recurrent:
+        config.rl_module(model_config={"use_lstm": True, "max_seq_len": 16})
+    return config
 
 
-def arena_config(algo: str, num_env_runners: int, seed: int = 0):
-    from policies.algorithms import PPOSettings, build
+def arena_config(
+    algo: str,
+    num_env_runners: int,
+    seed: int = 0,
+    *,
+    env_id=ENV_ID,
+    sharing="auto",
+    recurrent=False,
+):
+    from policies import algorithm
 
-    settings = PPOSettings(train_batch_size=BATCH, minibatch_size=MINIBATCH, num_epochs=EPOCHS)
-    return build(ENV_ID, algo, settings, num_env_runners=num_env_runners, seed=seed)
+    info = algorithm.get(algo)
+    settings = info.settings(train_batch_size=BATCH, minibatch_size=MINIBATCH, num_epochs=EPOCHS)
+    settings.model.recurrent = recurrent
+    return info.build(env_id, settings, num_env_runners=num_env_runners, seed=seed, sharing=sharing)
 
 
 def measure(name: str, config, iterations: int) -> dict:
@@ -110,7 +142,9 @@ def main() -> None:
     results = {}
     for n in runner_counts:
         results[("default", n)] = measure(
-            f"rllib_default/runners={n}", rllib_default_config(n), args.iterations
+            f"rllib_default/runners={n}",
+            rllib_default_config("simple_spread_v3", n),
+            args.iterations,
         )
         results[("arena", n)] = measure(
             f"arena_ippo/runners={n}", arena_config("ippo", n), args.iterations
@@ -118,10 +152,31 @@ def main() -> None:
     results[("arena_mappo", 0)] = measure(
         "arena_mappo/runners=0", arena_config("mappo", 0), args.iterations
     )
+    results[("tag_default", 0)] = measure(
+        "rllib_default_two_policies/simple_tag/runners=0",
+        rllib_default_config("simple_tag_v3", 0, per_group=True),
+        args.iterations,
+    )
+    results[("tag_arena", 0)] = measure(
+        "arena_ippo_per_group/simple_tag/runners=0",
+        arena_config("ippo", 0, env_id="mpe/simple_tag-v3", sharing="per_group"),
+        args.iterations,
+    )
+    results[("rnn_default", 0)] = measure(
+        "rllib_default_lstm/runners=0",
+        rllib_default_config("simple_spread_v3", 0, recurrent=True),
+        args.iterations,
+    )
+    results[("rnn_arena", 0)] = measure(
+        "arena_mappo_gru/runners=0", arena_config("mappo", 0, recurrent=True), args.iterations
+    )
     summary = {"summary": True}
-    for n in runner_counts:
-        d, a = results[("default", n)], results[("arena", n)]
-        summary[f"runners={n}"] = {
+    pairs = {f"runners={n}": (("default", n), ("arena", n)) for n in runner_counts}
+    pairs["simple_tag_two_policies"] = (("tag_default", 0), ("tag_arena", 0))
+    pairs["recurrent"] = (("rnn_default", 0), ("rnn_arena", 0))
+    for label, (d_key, a_key) in pairs.items():
+        d, a = results[d_key], results[a_key]
+        summary[label] = {
             "sampling_speedup": a["sample_env_steps_per_s"] / d["sample_env_steps_per_s"],
             "training_speedup": a["train_env_steps_per_s"] / d["train_env_steps_per_s"],
             "bookkeeping_frac": a.get("sampler_breakdown", {}).get("bookkeeping_frac"),

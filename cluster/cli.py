@@ -2,9 +2,10 @@
 
     arena envs [--json]
     arena train ENV --algo {ippo,mappo} [--timesteps N | --iterations N] [--env-runners N]
-                [--address A] [--out DIR] [--name NAME] [--seed S] [--config FILE]
-                [--set key=value ...] [--resume RUN]
-    arena eval RUN [--episodes N] [--render out.gif] [--explore] [--json]
+                [--policies auto|shared|per_group|per_agent] [--learners N]
+                [--gpus-per-learner G] [--address A] [--out DIR] [--name NAME] [--seed S]
+                [--config FILE] [--set key=value ...] [--resume RUN]
+    arena eval RUN [--episodes N] [--render out.gif] [--explore] [--random MODULE] [--json]
     arena demo [--minutes M]
     arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
@@ -91,11 +92,19 @@ def cmd_train(args) -> int:
             raise driver.ConfigError("train needs an ENV id (or --resume RUN)")
         cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
         cfg.env = args.env
-        for key in ("algo", "seed", "timesteps", "iterations"):
+        if args.algo is not None:
+            cfg.set_algo(args.algo)
+        for key in (
+            "seed",
+            "timesteps",
+            "iterations",
+            "env_runners",
+            "policies",
+            "learners",
+            "gpus_per_learner",
+        ):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
-        if args.env_runners is not None:
-            cfg.env_runners = args.env_runners
         apply_overrides(cfg, args.set or [])
         run = driver.train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
@@ -108,15 +117,25 @@ def cmd_eval(args) -> int:
     from cluster import driver
 
     summary = driver.evaluate(
-        args.run, episodes=args.episodes, render=args.render, explore=args.explore
+        args.run,
+        episodes=args.episodes,
+        render=args.render,
+        explore=args.explore,
+        random_modules=args.random,
     )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         win = "" if summary["win_rate"] is None else f", win rate {summary['win_rate']:.1%}"
+        groups = summary["per_group_return_mean"]
+        per_group = (
+            "; per group " + ", ".join(f"{g} {r:.2f}" for g, r in groups.items())
+            if len(groups) > 1
+            else ""
+        )
         print(
             f"{summary['episodes']} episodes: return {summary['return_mean']:.2f} "
-            f"+- {summary['return_std']:.2f}{win}  ->  {Path(args.run) / 'eval.json'}"
+            f"+- {summary['return_std']:.2f}{win}{per_group}  ->  {Path(args.run) / 'eval.json'}"
         )
         if summary.get("animation"):
             print(f"animation: {summary['animation']}")
@@ -134,9 +153,9 @@ def cmd_demo(args) -> int:
     cfg = TrainConfig(
         env=DEMO_ENV, algo="mappo", seed=args.seed, timesteps=args.timesteps, checkpoint_every=25
     )
-    cfg.ppo.lr = 2e-3
-    cfg.ppo.minibatch_size = 2048
-    cfg.ppo.num_epochs = 10
+    cfg.settings.lr = 2e-3
+    cfg.settings.minibatch_size = 2048
+    cfg.settings.num_epochs = 10
     console.print(
         f"[bold]Arena demo[/]: mappo on {DEMO_ENV}, {args.timesteps:,} env steps; "
         "random actions score about -75, higher is better"
@@ -171,6 +190,12 @@ def cmd_serve(args) -> int:
     return server.main(args)
 
 
+def algorithm_names() -> list[str]:
+    from policies.algorithm import names
+
+    return names()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="arena", description="Multi-agent training on Ray.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -181,7 +206,16 @@ def parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a policy")
     t.add_argument("env", nargs="?", help="env id, e.g. mpe/simple_spread-v3")
-    t.add_argument("--algo", choices=["ippo", "mappo"])
+    t.add_argument("--algo", choices=algorithm_names())
+    t.add_argument(
+        "--policies",
+        choices=["auto", "shared", "per_group", "per_agent"],
+        help="policy sharing (auto: shared with one agent group, else one per group)",
+    )
+    t.add_argument("--learners", type=int, help="remote Learner actors (0: in the driver)")
+    t.add_argument(
+        "--gpus-per-learner", type=float, dest="gpus_per_learner", help="GPUs per Learner"
+    )
     g = t.add_mutually_exclusive_group()
     g.add_argument("--timesteps", type=int)
     g.add_argument("--iterations", type=int)
@@ -201,6 +235,12 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--episodes", type=int, default=100)
     v.add_argument("--render", metavar="OUT.gif")
     v.add_argument("--explore", action="store_true", help="sample actions instead of greedy")
+    v.add_argument(
+        "--random",
+        action="append",
+        metavar="MODULE",
+        help="let this module's agents act at random (a baseline for one side)",
+    )
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_eval)
 
@@ -228,11 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.config import ConfigError
     from cluster.driver import RunError
     from envs.registry import EnvError
+    from policies.algorithm import AlgorithmMismatch
 
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, RunError, EnvError, FileNotFoundError) as e:
+    except (ConfigError, RunError, EnvError, AlgorithmMismatch, FileNotFoundError) as e:
         print(f"arena: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,9 +1,16 @@
 """Typed configuration of a training run, filled from defaults, YAML and ``--set key=value``.
 
-``--set`` keys are the fields of :class:`TrainConfig` (``checkpoint_every=5``), of the
-algorithm's :class:`policies.algorithms.PPOSettings` (``lr=3e-4``, ``hidden=[128,128]``) and the
-env's own arguments prefixed by ``env.`` (``env.max_cycles=50``). An unknown key or a value of
-the wrong type is a :class:`ConfigError` that names what is allowed.
+``--set`` keys are the fields of :class:`TrainConfig` (``checkpoint_every=5``), of the chosen
+algorithm's settings dataclass (``lr=3e-4``; also spelled ``mappo.lr=3e-4``), of its network
+(``model.hidden=[128,128]``, ``model.recurrent=true``) and the env's own arguments prefixed by
+``env.`` (``env.max_cycles=50``). An unknown key or a value of the wrong type is a
+:class:`ConfigError` that names what is allowed.
+
+In YAML the algorithm's settings sit under the algorithm's name::
+
+    env: smac/3m-v0
+    algo: mappo
+    mappo: {lr: 0.0005, model: {recurrent: true}}
 """
 
 from __future__ import annotations
@@ -17,11 +24,27 @@ from typing import Any
 import yaml
 
 import envs
-from policies.algorithms import ALGORITHMS, PPOSettings
+from policies import algorithm as algorithms
+from policies.mapping import SHARING
 
 
 class ConfigError(ValueError):
     """A bad configuration key or value; the message names what is allowed."""
+
+
+def settings_for(algo: str, old: Any = None) -> Any:
+    """Fresh settings of ``algo``, carrying over the same-named fields of ``old``."""
+    try:
+        cls = algorithms.get(algo).settings
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    new = cls()
+    if old is not None:
+        names = {f.name for f in dataclasses.fields(cls)}
+        for f in dataclasses.fields(old):
+            if f.name in names:
+                setattr(new, f.name, getattr(old, f.name))
+    return new
 
 
 @dataclass
@@ -31,11 +54,19 @@ class TrainConfig:
     env: str
     """Env id, ``family/name-vN`` (``arena envs`` lists them)."""
     algo: str = "mappo"
-    """Algorithm: ippo or mappo."""
+    """Algorithm (``policies.algorithm.PACKAGES`` lists them)."""
     seed: int = 0
     """Seed of envs, sampling and network initialisation."""
     env_runners: int = 0
     """Remote EnvRunner actors (0: sample in the driver process)."""
+    learners: int = 0
+    """Remote Learner actors (0: learn in the driver process)."""
+    gpus_per_learner: float = 0.0
+    """GPUs per Learner (a GPU worker group on a cluster; 0 on CPUs)."""
+    policies: str = "auto"
+    """Policy sharing: auto, shared, per_group or per_agent (``policies.mapping``)."""
+    frozen: list[str] = field(default_factory=list)
+    """Modules that act but are not trained (weights set from outside, e.g. self-play)."""
     iterations: int | None = None
     """Training iterations to run (alternative to ``timesteps``)."""
     timesteps: int | None = None
@@ -46,46 +77,81 @@ class TrainConfig:
     """How many of the newest checkpoints to keep."""
     env_args: dict[str, Any] = field(default_factory=dict)
     """The env's own arguments (``--set env.NAME=VALUE``)."""
-    ppo: PPOSettings = field(default_factory=PPOSettings)
-    """Algorithm hyper-parameters."""
+    settings: Any = None
+    """The algorithm's settings (its dataclass; stored in YAML under the algorithm's name)."""
+
+    def __post_init__(self):
+        if self.settings is None:
+            self.settings = settings_for(self.algo)
+
+    def set_algo(self, algo: str) -> None:
+        """Switches the algorithm, keeping the settings both algorithms have."""
+        self.settings = settings_for(algo, self.settings)
+        self.algo = algo
 
     def validate(self) -> None:
         envs.registry.check_args(envs.spec(self.env), self.env_args)
-        if self.algo not in ALGORITHMS:
-            raise ConfigError(f"unknown algorithm {self.algo!r}; allowed: {', '.join(ALGORITHMS)}")
+        if self.algo not in algorithms.names():
+            raise ConfigError(
+                f"unknown algorithm {self.algo!r}; allowed: {', '.join(algorithms.names())}"
+            )
         for name in ("iterations", "timesteps"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value}")
-        if self.env_runners < 0:
-            raise ConfigError(f"env_runners must be >= 0, got {self.env_runners}")
+        for name in ("env_runners", "learners", "gpus_per_learner"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.policies not in SHARING:
+            raise ConfigError(
+                f"policies must be one of {', '.join(SHARING)}, got {self.policies!r}"
+            )
         if self.checkpoint_every <= 0 or self.keep_checkpoints <= 0:
             raise ConfigError("checkpoint_every and keep_checkpoints must be positive")
         try:
-            self.ppo.validate()
+            self.settings.validate()
         except ValueError as e:
             raise ConfigError(str(e)) from None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out.pop("settings")
+        out["env_args"] = dict(self.env_args)
+        out["frozen"] = list(self.frozen)
+        out[self.algo] = dataclasses.asdict(self.settings)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         data = dict(data)
         if "env" not in data:
             raise ConfigError("config has no 'env'")
-        ppo = data.pop("ppo", {}) or {}
         cfg = cls(env=data.pop("env"))
+        cfg.set_algo(data.pop("algo", cfg.algo))
+        # Settings sit under the algorithm's name; runs before v2 kept PPO's under 'ppo'.
+        settings = data.pop(cfg.algo, None) or data.pop("ppo", None) or {}
+        if not isinstance(settings, dict):
+            raise ConfigError(f"'{cfg.algo}' must be a mapping of settings, got {settings!r}")
+        for name in algorithms.names():
+            if name in data:
+                raise ConfigError(f"settings for {name!r} but the algorithm is {cfg.algo!r}")
         for key, value in data.items():
             set_value(cfg, key, value)
-        for key, value in ppo.items():
+        for key, value in settings.items():
+            if key in ("hidden", "activation"):  # v1 kept these beside the PPO settings
+                key = f"model.{key}"
             set_value(cfg, key, value)
         return cfg
 
 
-def _allowed_keys() -> list[str]:
-    top = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("env_args", "ppo")]
-    return top + [f.name for f in dataclasses.fields(PPOSettings)] + ["env.<argument>"]
+_TOP = ("settings", "env_args", "algo")
+
+
+def _allowed_keys(cfg: TrainConfig) -> list[str]:
+    top = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in _TOP]
+    own = [f.name for f in dataclasses.fields(cfg.settings) if f.name != "model"]
+    model = [f"model.{f.name}" for f in dataclasses.fields(cfg.settings.model)]
+    return top + own + model + ["env.<argument>"]
 
 
 def _coerce(name: str, annotation: Any, value: Any) -> Any:
@@ -117,30 +183,49 @@ def _coerce(name: str, annotation: Any, value: Any) -> Any:
         raise ConfigError(f"{name} must be true or false, got {value!r}")
     if annotation is int and isinstance(value, bool):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if dataclasses.is_dataclass(annotation):
+        raise ConfigError(f"{name} is a group of settings; set its keys as {name}.KEY=VALUE")
     if not isinstance(value, annotation):
         raise ConfigError(f"{name} must be {annotation.__name__}, got {value!r}")
     return value
 
 
-_HINTS = {
-    TrainConfig: typing.get_type_hints(TrainConfig),
-    PPOSettings: typing.get_type_hints(PPOSettings),
-}
+def _set_field(target: Any, key: str, value: Any, label: str) -> bool:
+    hints = typing.get_type_hints(type(target))
+    if key not in hints:
+        return False
+    if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+        for k, v in value.items():
+            if not _set_field(getattr(target, key), k, v, f"{label}{key}."):
+                raise ConfigError(f"unknown config key {label}{key}.{k!r}")
+        return True
+    setattr(target, key, _coerce(f"{label}{key}", hints[key], value))
+    return True
 
 
 def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
-    """Sets ``key`` (a TrainConfig, PPOSettings or ``env.`` key) to ``value``, type-checked."""
+    """Sets ``key`` (a TrainConfig, settings, ``model.`` or ``env.`` key) to ``value``,
+    type-checked."""
     if key.startswith("env."):
         cfg.env_args[key[4:]] = value
         return
     if key == "env_args":
         cfg.env_args.update(_coerce(key, dict, value))
         return
-    for target, hints in ((cfg, _HINTS[TrainConfig]), (cfg.ppo, _HINTS[PPOSettings])):
-        if key in hints and key not in ("ppo", "env_args"):
-            setattr(target, key, _coerce(key, hints[key], value))
+    if key == "algo":
+        cfg.set_algo(_coerce(key, str, value))
+        return
+    head, dot, rest = key.partition(".")
+    if dot and head == cfg.algo:
+        key = rest
+        head, dot, rest = key.partition(".")
+    if dot and head == "model":
+        if _set_field(cfg.settings.model, rest, value, "model."):
             return
-    raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(_allowed_keys())}")
+    elif not dot and key != "settings":
+        if _set_field(cfg, key, value, "") or _set_field(cfg.settings, key, value, ""):
+            return
+    raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(_allowed_keys(cfg))}")
 
 
 def apply_overrides(cfg: TrainConfig, pairs: list[str]) -> None:

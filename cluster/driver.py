@@ -29,6 +29,7 @@ import yaml
 from cluster.config import ConfigError, TrainConfig
 
 DEFAULT_TIMESTEPS = 200_000
+# Per module, after these: "<module>/return", "<module>/policy_loss", ... (MODULE_COLUMNS).
 METRIC_COLUMNS = [
     "iteration",
     "env_steps",
@@ -36,13 +37,17 @@ METRIC_COLUMNS = [
     "episode_return_mean",
     "episode_len_mean",
     "win_rate",
-    "policy_loss",
-    "vf_loss",
-    "entropy",
     "sample_s",
     "learn_s",
     "env_steps_per_s",
 ]
+
+MODULE_COLUMNS = ["return", "policy_loss", "vf_loss", "entropy"]
+
+
+def columns_for(modules: list[str]) -> list[str]:
+    """metrics.csv's columns for a run with ``modules``."""
+    return METRIC_COLUMNS + [f"{m}/{c}" for m in modules for c in MODULE_COLUMNS]
 
 
 class RunError(ValueError):
@@ -86,32 +91,47 @@ def _num(x: Any) -> float:
         return math.nan
 
 
-def metrics_row(result: dict, it: int, elapsed: float) -> dict[str, float]:
+def learner_scalars(result: dict) -> dict[str, dict[str, float]]:
+    """Every scalar learner metric, per module (``module -> name -> value``)."""
+    out = {}
+    for mid, metrics in result.get("learners", {}).items():
+        if mid.startswith("__") or not isinstance(metrics, dict):
+            continue
+        out[mid] = {k: _num(v) for k, v in metrics.items() if not isinstance(v, dict | list)}
+    return out
+
+
+def metrics_row(result: dict, it: int, elapsed: float, modules: list[str]) -> dict[str, float]:
     er = result.get("env_runners", {})
-    learner = result.get("learners", {}).get("default_policy", {})
     timers = result.get("timers", {})
-    return {
+    row = {
         "iteration": it,
         "env_steps": int(_num(er.get("num_env_steps_sampled_lifetime", 0))),
         "time_s": round(elapsed, 3),
         "episode_return_mean": _num(er.get("episode_return_mean")),
         "episode_len_mean": _num(er.get("episode_len_mean")),
         "win_rate": _num(er.get("win_rate")),
-        "policy_loss": _num(learner.get("policy_loss")),
-        "vf_loss": _num(learner.get("vf_loss")),
-        "entropy": _num(learner.get("entropy")),
         "sample_s": _num(timers.get("env_runner_sampling_timer")),
         "learn_s": _num(timers.get("learner_update_timer")),
         "env_steps_per_s": _num(er.get("num_env_steps_sampled"))
         / max(_num(timers.get("training_iteration", timers.get("training_step"))), 1e-9),
     }
+    returns = er.get("module_episode_returns_mean", {}) or {}
+    learned = learner_scalars(result)
+    for mid in modules:
+        row[f"{mid}/return"] = _num(returns.get(mid))
+        for key in MODULE_COLUMNS[1:]:
+            row[f"{mid}/{key}"] = _num(learned.get(mid, {}).get(key))
+    return row
 
 
 class MetricsLog:
-    """``metrics.csv`` (rewritten atomically each iteration) plus TensorBoard scalars."""
+    """``metrics.csv`` (rewritten atomically each iteration) plus TensorBoard scalars (every
+    row column, and every scalar learner metric as ``learner/<module>/<name>``)."""
 
-    def __init__(self, run: Path, resume_iteration: int = 0):
+    def __init__(self, run: Path, columns: list[str], resume_iteration: int = 0):
         self.path = run / "metrics.csv"
+        self.columns = columns
         self.rows: list[dict] = []
         if resume_iteration and self.path.exists():
             with self.path.open() as f:
@@ -122,14 +142,19 @@ class MetricsLog:
 
         self.tb = SummaryWriter(str(run / "tb"), purge_step=resume_iteration + 1 or None)
 
-    def add(self, row: dict) -> None:
+    def add(self, row: dict, learner: dict[str, dict[str, float]] | None = None) -> None:
         self.rows.append(row)
-        lines = [",".join(METRIC_COLUMNS)]
-        lines += [",".join(str(r.get(c, "")) for c in METRIC_COLUMNS) for r in self.rows]
+        lines = [",".join(self.columns)]
+        lines += [",".join(str(r.get(c, "")) for c in self.columns) for r in self.rows]
         write_atomic(self.path, "\n".join(lines) + "\n")
+        it = row["iteration"]
         for key, value in row.items():
             if key != "iteration" and not math.isnan(_num(value)):
-                self.tb.add_scalar(key, _num(value), row["iteration"])
+                self.tb.add_scalar(key, _num(value), it)
+        for mid, metrics in (learner or {}).items():
+            for key, value in metrics.items():
+                if not math.isnan(value):
+                    self.tb.add_scalar(f"learner/{mid}/{key}", value, it)
         self.tb.flush()
 
     def close(self) -> None:
@@ -169,7 +194,7 @@ def train(
     from rich.console import Console
 
     from cluster import runtime
-    from policies.algorithms import build
+    from policies import algorithm as algorithms
 
     console = console or Console()
     start_it, start_steps = 0, 0
@@ -191,21 +216,27 @@ def train(
         write_atomic(run / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
 
-    runtime.connect(address)
-    algo = build(
+    info = algorithms.get(cfg.algo)
+    algo_config = info.build(  # checks the algorithm against the env before Ray starts
         cfg.env,
-        cfg.algo,
-        cfg.ppo,
+        cfg.settings,
         env_config=cfg.env_args,
         num_env_runners=cfg.env_runners,
         seed=cfg.seed,
-    ).build_algo()
+        sharing=cfg.policies,
+        frozen=tuple(cfg.frozen),
+        learners=cfg.learners,
+        gpus_per_learner=cfg.gpus_per_learner,
+    )
+    modules = list(algo_config.rl_module_spec.rl_module_specs)
+    runtime.connect(address)
+    algo = algo_config.build_algo()
     if resume:
         algo.restore_from_path(str(ckpt.resolve()))
         console.print(
             f"resumed {run} from {ckpt.name} (iteration {start_it}, {start_steps} env steps)"
         )
-    log = MetricsLog(run, start_it)
+    log = MetricsLog(run, columns_for(modules), start_it)
     it, steps = start_it, start_steps
     t0 = time.perf_counter() - (float(log.rows[-1]["time_s"]) if log.rows else 0.0)
     try:
@@ -220,13 +251,15 @@ def train(
                 sps=0.0,
                 steps=steps,
                 win="",
+                mods="",
             )
             while (it < cfg.iterations) if cfg.iterations else (steps < target_steps):
                 result = algo.train()
                 it += 1
-                row = metrics_row(result, it, time.perf_counter() - t0)
+                row = metrics_row(result, it, time.perf_counter() - t0, modules)
                 steps = row["env_steps"]
-                log.add(row)
+                log.add(row, learner_scalars(result))
+                mods = module_returns_text(row, modules)
                 # Battle envs (SMAC) report a win rate; others leave the column empty.
                 win = "" if math.isnan(row["win_rate"]) else f"win {row['win_rate']:.0%}"
                 progress.update(
@@ -237,11 +270,12 @@ def train(
                     sps=row["env_steps_per_s"],
                     steps=steps,
                     win=win,
+                    mods=mods,
                 )
                 if curve_every and it % curve_every == 0:
                     progress.console.print(
                         f"iter {it:4d}  env steps {steps:>9,}  return {row['episode_return_mean']:8.2f}"
-                        f"  {row['env_steps_per_s']:8.0f} steps/s  {win}"
+                        f"  {row['env_steps_per_s']:8.0f} steps/s  {win} {mods}"
                     )
                 if it % cfg.checkpoint_every == 0:
                     save_checkpoint(algo, run, it, steps, cfg.keep_checkpoints)
@@ -251,6 +285,13 @@ def train(
         log.close()
         algo.stop()
     return run
+
+
+def module_returns_text(row: dict, modules: list[str]) -> str:
+    """Per-module returns for the progress bar, where there is more than one module."""
+    if len(modules) < 2:
+        return ""
+    return "(" + ", ".join(f"{m} {row[f'{m}/return']:.1f}" for m in modules) + ")"
 
 
 def _progress(console):
@@ -266,7 +307,7 @@ def _progress(console):
         TextColumn("iter {task.fields[it]}"),
         BarColumn(),
         TextColumn("{task.fields[steps]:,} env steps"),
-        TextColumn("return {task.fields[ret]:.2f}"),
+        TextColumn("return {task.fields[ret]:.2f} {task.fields[mods]}"),
         TextColumn("{task.fields[win]}"),
         TextColumn("{task.fields[sps]:.0f} steps/s"),
         TimeElapsedColumn(),
@@ -277,15 +318,29 @@ def _progress(console):
     )
 
 
-def play(env_id: str, env_args: dict, act, episodes: int, seed: int, render: str | None = None):
-    """Plays ``episodes`` episodes of ``env_id`` with ``act(obs, state) -> actions``; returns the
-    summary dict (and writes an animation of the first episode to ``render``)."""
+def play(
+    env_id: str,
+    env_args: dict,
+    act,
+    episodes: int,
+    seed: int,
+    render: str | None = None,
+    reset=None,
+):
+    """Plays ``episodes`` episodes of ``env_id`` with ``act(obs, state) -> actions`` (and
+    ``reset()`` at each episode start, for recurrent policies); returns the summary dict (and
+    writes an animation of the first episode to ``render``). Returns are given per agent and
+    per agent group (the sum over the group's agents)."""
     import envs
+    from envs.vector import agent_groups
 
     env = envs.make(env_id, **env_args, **({"render_mode": "rgb_array"} if render else {}))
+    groups = agent_groups(env)
     totals, per_agent, wins, lengths, frames = [], {a: [] for a in env.possible_agents}, [], [], []
     for ep in range(episodes):
         obs, infos = env.reset(seed=seed + ep)
+        if reset is not None:
+            reset()
         ret = dict.fromkeys(env.possible_agents, 0.0)
         n, won = 0, None
         while env.agents:
@@ -313,6 +368,10 @@ def play(env_id: str, env_args: dict, act, episodes: int, seed: int, render: str
         "return_std": float(np.std(totals)),
         "episode_len_mean": float(np.mean(lengths)),
         "per_agent_return_mean": {a: float(np.mean(v)) for a, v in per_agent.items()},
+        "per_group_return_mean": {
+            g.name: float(np.mean(np.sum([per_agent[a] for a in g.agents], axis=0)))
+            for g in groups.values()
+        },
         "win_rate": float(np.mean(wins)) if wins else None,
     }
     if render and frames:
@@ -325,34 +384,8 @@ def play(env_id: str, env_args: dict, act, episodes: int, seed: int, render: str
     return summary
 
 
-def evaluate(
-    run: str | Path,
-    episodes: int = 100,
-    render: str | None = None,
-    explore: bool = False,
-    seed: int = 10_000,
-) -> dict:
-    """Restores the RLModule of ``run`` alone and plays ``episodes``; writes ``eval.json``."""
-    import envs
-    from policies.inference import Policy
-
-    run = Path(run)
-    if episodes <= 0:
-        raise ConfigError(f"--episodes must be positive, got {episodes}")
-    ckpt = latest_checkpoint(run)
-    cfg = load_config(run)
-    agents = envs.make(cfg.env, **cfg.env_args).possible_agents
-    policy = Policy.from_checkpoint(ckpt, agents)
-    summary = play(
-        cfg.env, cfg.env_args, lambda o, s: policy.act(o, s, explore), episodes, seed, render
-    )
-    summary.update({"run": str(run), "checkpoint": ckpt.name, "greedy": not explore})
-    write_atomic(run / "eval.json", json.dumps(summary, indent=2))
-    return summary
-
-
-def random_baseline(env_id: str, env_args: dict, episodes: int = 100, seed: int = 10_000) -> dict:
-    """The same summary for uniformly random legal actions."""
+def random_actor(env_id: str, env_args: dict, seed: int):
+    """``act(obs, state)`` drawing uniformly random legal actions."""
     import envs
 
     env = envs.make(env_id, **env_args)
@@ -361,15 +394,67 @@ def random_baseline(env_id: str, env_args: dict, episodes: int = 100, seed: int 
     def act(obs, state):
         out = {}
         for a, o in obs.items():
-            space = env.action_space(a)
             if isinstance(o, dict) and "action_mask" in o:
                 out[a] = int(rng.choice(np.flatnonzero(o["action_mask"])))
             else:
+                space = env.action_space(a)
                 space.seed(int(rng.integers(2**31)))
                 out[a] = space.sample()
         return out
 
-    return play(env_id, env_args, act, episodes, seed)
+    return act
+
+
+def evaluate(
+    run: str | Path,
+    episodes: int = 100,
+    render: str | None = None,
+    explore: bool = False,
+    seed: int = 10_000,
+    random_modules: list[str] | None = None,
+) -> dict:
+    """Restores the RLModules of ``run`` alone and plays ``episodes``; writes ``eval.json``.
+    The agents of ``random_modules`` act uniformly at random instead (a baseline for one
+    side of a competitive env)."""
+    from policies.inference import Policy
+
+    run = Path(run)
+    if episodes <= 0:
+        raise ConfigError(f"--episodes must be positive, got {episodes}")
+    ckpt = latest_checkpoint(run)
+    cfg = load_config(run)
+    policy = Policy.from_checkpoint(ckpt)
+    random_modules = list(random_modules or [])
+    unknown = sorted(set(random_modules) - set(policy.modules))
+    if unknown:
+        raise ConfigError(f"--random {unknown}: the run's modules are {sorted(policy.modules)}")
+    randomised = {a for m in random_modules for a in policy.modules[m].agents}
+    rand = random_actor(cfg.env, cfg.env_args, seed)
+
+    def act(obs, state):
+        mine = {a: o for a, o in obs.items() if a not in randomised}
+        out = policy.act(mine, state, explore) if mine else {}
+        others = {a: o for a, o in obs.items() if a in randomised}
+        return {**out, **(rand(others, state) if others else {})}
+
+    summary = play(cfg.env, cfg.env_args, act, episodes, seed, render, reset=policy.reset)
+    summary.update(
+        {
+            "run": str(run),
+            "checkpoint": ckpt.name,
+            "greedy": not explore,
+            "modules": {m: list(p.agents) for m, p in policy.modules.items()},
+            "random_modules": random_modules,
+        }
+    )
+    name = "eval.json" if not random_modules else f"eval-random-{'-'.join(random_modules)}.json"
+    write_atomic(run / name, json.dumps(summary, indent=2))
+    return summary
+
+
+def random_baseline(env_id: str, env_args: dict, episodes: int = 100, seed: int = 10_000) -> dict:
+    """The same summary for uniformly random legal actions."""
+    return play(env_id, env_args, random_actor(env_id, env_args, seed), episodes, seed)
 
 
 __all__ = ["ConfigError", "RunError", "evaluate", "random_baseline", "train"]

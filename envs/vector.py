@@ -1,9 +1,12 @@
 """Batches of B copies of a multi-agent env, stepped as arrays.
 
-The training sampler talks to a :class:`VectorEnv`: observations come as one ``[B, N, D]``
-array (B envs, N agents), actions go in as ``[B, N]`` (discrete) or ``[B, N, A]``
-(continuous), rewards come out as ``[B, N]``. A finished env is reset inside ``step`` and its
-last observation is handed back in ``final_obs``, so the caller never handles per-env resets.
+The training sampler talks to a :class:`VectorEnv`. Agents come in *groups*: agents that share
+one observation and one action space and one role (``adversary_0..2`` of simple_tag are one
+group, ``agent_0`` another). Per group, observations come as one ``[B, N_g, *obs_shape]`` array
+in the observation space's own dtype (float vectors, uint8 images, integer tokens) and actions
+go in as ``[B, N_g]`` (discrete) or ``[B, N_g, A]`` (continuous). Rewards come out as
+``[B, N]`` over all agents in env order. A finished env is reset inside ``step`` and its last
+observation is handed back in ``final_obs``, so the caller never handles per-env resets.
 
 Two implementations: a family's own vectorised core (e.g. ``envs.mpe.batched``), which steps
 all B envs in NumPy array operations, and :class:`ParallelEnvBatch`, B copies of any
@@ -13,6 +16,7 @@ PettingZoo ``ParallelEnv`` behind the same interface.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,15 +29,41 @@ class Unsupported(Exception):
     """Raised by a vectorised core for arguments it does not model (the caller falls back)."""
 
 
-@dataclass
-class VectorStep:
-    """One step of B envs. Arrays are indexed [env, agent, ...].
+@dataclass(frozen=True)
+class AgentGroup:
+    """Agents of one role with one observation and one action space.
 
     Attributes:
-        obs: float32 ``[B, N, D]`` observations (of the next episode where an env was reset).
-        state: float32 ``[B, S]`` global state for centralised critics.
-        action_mask: float32 ``[B, N, A]`` legal actions, or None if every action is legal.
-        rewards: float32 ``[B, N]`` (zeros after reset).
+        name: the role (the agents' common name prefix, e.g. ``adversary``).
+        agents: the group's agents, in env order.
+        index: each agent's position in the env's agent order (its column in ``rewards``).
+        observation_space: one agent's observation (the action mask apart).
+        action_space: one agent's action.
+        has_action_mask: whether the env says which actions are legal.
+    """
+
+    name: str
+    agents: tuple[str, ...]
+    index: tuple[int, ...]
+    observation_space: gym.spaces.Box
+    action_space: gym.Space
+    has_action_mask: bool = False
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
+
+
+@dataclass
+class VectorStep:
+    """One step of B envs. Per-group arrays are ``group -> [env, agent of the group, ...]``.
+
+    Attributes:
+        obs: ``group -> [B, N_g, *obs_shape]`` observations (of the next episode where an env
+            was reset).
+        state: float32 ``[B, S]`` global state for centralised critics (``S = 0``: none).
+        action_mask: ``group -> float32 [B, N_g, A]`` legal actions, for masked groups only.
+        rewards: float32 ``[B, N]`` over all agents in env order (zeros after reset).
         terminated: bool ``[B]``; truncated: bool ``[B]`` (episode limit).
         final_obs / final_state: the last observation/state of the envs that ended this step
             (rows of other envs are undefined).
@@ -41,26 +71,24 @@ class VectorStep:
             SMAC's ``battle_won``); rows of other envs are undefined. None if the env has none.
     """
 
-    obs: np.ndarray
+    obs: dict[str, np.ndarray]
     state: np.ndarray
-    action_mask: np.ndarray | None
+    action_mask: dict[str, np.ndarray]
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    final_obs: np.ndarray
+    final_obs: dict[str, np.ndarray]
     final_state: np.ndarray
     info: dict[str, np.ndarray] | None = None
 
 
 class VectorEnv(abc.ABC):
-    """Interface of a batch of B envs with N agents sharing one observation and action space."""
+    """Interface of a batch of B envs whose agents form one or more :class:`AgentGroup`."""
 
     num_envs: int
     agents: tuple[str, ...]
-    observation_space: gym.spaces.Box  # one agent's observation (the mask apart)
-    action_space: gym.Space  # one agent's action
+    groups: dict[str, AgentGroup]
     state_space: gym.spaces.Box
-    has_action_mask: bool = False
 
     @property
     def num_agents(self) -> int:
@@ -71,22 +99,56 @@ class VectorEnv(abc.ABC):
         """Resets all B envs; env i is seeded with ``seed + i`` when a seed is given."""
 
     @abc.abstractmethod
-    def step(self, actions: np.ndarray) -> VectorStep:
-        """Steps all B envs with ``actions`` ``[B, N]`` (or ``[B, N, A]``); resets those that end."""
+    def step(self, actions: dict[str, np.ndarray]) -> VectorStep:
+        """Steps all B envs with ``group -> [B, N_g]`` (or ``[B, N_g, A]``) actions; resets
+        those that end."""
 
 
-def shared_spaces(env: ParallelEnv) -> tuple[gym.Space, gym.Space]:
-    """The one observation and action space all agents of ``env`` share, else an error."""
-    agents = env.possible_agents
-    obs_spaces = {repr(env.observation_space(a)) for a in agents}
-    act_spaces = {repr(env.action_space(a)) for a in agents}
-    if len(obs_spaces) > 1 or len(act_spaces) > 1:
-        raise ValueError(
-            f"{env.metadata.get('name', type(env).__name__)}: agents have different spaces "
-            f"({len(obs_spaces)} observation, {len(act_spaces)} action spaces); one shared "
-            "policy needs agents with equal spaces"
+def role(agent: str) -> str:
+    """An agent's role: its name without the trailing index (``adversary_2`` -> ``adversary``)."""
+    return re.sub(r"_?\d+$", "", agent) or agent
+
+
+def _split_space(space: gym.Space) -> tuple[gym.Space, bool]:
+    if isinstance(space, gym.spaces.Dict) and "action_mask" in space.spaces:
+        return space["observations"], True
+    return space, False
+
+
+def agent_groups(env: ParallelEnv) -> dict[str, AgentGroup]:
+    """The agents of ``env`` grouped by role; a role whose agents' spaces differ is split by
+    space (``role``, ``role_1``, ...)."""
+    members: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    for i, agent in enumerate(env.possible_agents):
+        key = (role(agent), repr(env.observation_space(agent)), repr(env.action_space(agent)))
+        members.setdefault(key, []).append((i, agent))
+    groups: dict[str, AgentGroup] = {}
+    for (name, _, _), pairs in members.items():
+        unique, k = name, 0
+        while unique in groups:
+            k += 1
+            unique = f"{name}_{k}"
+        first = pairs[0][1]
+        obs_space, masked = _split_space(env.observation_space(first))
+        groups[unique] = AgentGroup(
+            unique,
+            tuple(a for _, a in pairs),
+            tuple(i for i, _ in pairs),
+            obs_space,
+            env.action_space(first),
+            masked,
         )
-    return env.observation_space(agents[0]), env.action_space(agents[0])
+    return groups
+
+
+def single_group(
+    agents: tuple[str, ...], obs_space: gym.Space, action_space: gym.Space, masked: bool = False
+) -> dict[str, AgentGroup]:
+    """The groups of a core whose agents all share one role and spaces."""
+    name = role(agents[0])
+    return {
+        name: AgentGroup(name, agents, tuple(range(len(agents))), obs_space, action_space, masked)
+    }
 
 
 class ParallelEnvBatch(VectorEnv):
@@ -103,73 +165,99 @@ class ParallelEnvBatch(VectorEnv):
         self.num_envs = num_envs
         first = self.envs[0]
         self.agents = tuple(first.possible_agents)
-        obs_space, self.action_space = shared_spaces(first)
-        self.has_action_mask = isinstance(obs_space, gym.spaces.Dict)
-        self.observation_space = obs_space["observations"] if self.has_action_mask else obs_space
+        self.groups = agent_groups(first)
         self._has_state = callable(getattr(first, "state", None))
         self._seed = seed
         probe, _ = first.reset(seed=seed)  # sizes the buffers; reset() seeds it again
-        x, m = self._split(probe)
-        state_dim = self._env_state(first, x).shape[0]
+        state_dim = self._env_state(first, probe).shape[0]
         self.state_space = gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)
-        self._obs = np.zeros((num_envs, *x.shape), np.float32)
-        self._state = np.zeros((num_envs, state_dim), np.float32)
-        self._mask = np.zeros((num_envs, *m.shape), np.float32) if m is not None else None
+        B = num_envs
+        self._obs = {
+            g.name: np.zeros(
+                (B, g.num_agents, *g.observation_space.shape), g.observation_space.dtype
+            )
+            for g in self.groups.values()
+        }
+        self._mask = {
+            g.name: np.zeros((B, g.num_agents, int(g.action_space.n)), np.float32)
+            for g in self.groups.values()
+            if g.has_action_mask
+        }
+        self._state = np.zeros((B, state_dim), np.float32)
 
-    def _split(self, obs: dict) -> tuple[np.ndarray, np.ndarray | None]:
-        if self.has_action_mask:
-            x = np.stack([obs[a]["observations"] for a in self.agents])
-            return x, np.stack([obs[a]["action_mask"] for a in self.agents])
-        return np.stack([obs[a] for a in self.agents]), None
+    def _write(self, i: int, obs: dict) -> None:
+        for g in self.groups.values():
+            for j, agent in enumerate(g.agents):
+                if agent not in obs:
+                    continue
+                o = obs[agent]
+                if g.has_action_mask:
+                    self._mask[g.name][i, j] = o["action_mask"]
+                    o = o["observations"]
+                self._obs[g.name][i, j] = o
 
-    def _env_state(self, env: ParallelEnv, x: np.ndarray) -> np.ndarray:
+    def _env_state(self, env: ParallelEnv, obs: dict) -> np.ndarray:
+        """``env.state()``; without one, the agents' flat vector observations side by side
+        (never images or tokens: those envs have no global state, S = 0)."""
         if self._has_state:
             try:
                 return np.asarray(env.state(), dtype=np.float32).ravel()
             except NotImplementedError:
                 self._has_state = False
-        return x.ravel()
+        parts = []
+        for g in self.groups.values():
+            space = g.observation_space
+            if len(space.shape) != 1 or space.dtype.kind != "f":
+                return np.zeros(0, np.float32)
+            for a in g.agents:
+                o = obs.get(a)
+                if o is not None:
+                    parts.append(np.asarray(o["observations"] if g.has_action_mask else o).ravel())
+                else:
+                    parts.append(np.zeros(space.shape, np.float32))
+        return np.concatenate(parts).astype(np.float32)
 
     def _reset_one(self, i: int, seed: int | None) -> None:
         env = self.envs[i]
         obs, _ = env.reset(seed=seed)
-        x, m = self._split(obs)
-        self._obs[i] = x
-        self._state[i] = self._env_state(env, x)
-        if m is not None:
-            self._mask[i] = m
+        self._write(i, obs)
+        self._state[i] = self._env_state(env, obs)
+
+    def _copy(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in arrays.items()}
 
     def reset(self, seed: int | None = None) -> VectorStep:
         seed = self._seed if seed is None else seed
         B, N = self.num_envs, self.num_agents
         for i in range(B):
             self._reset_one(i, None if seed is None else seed + i)
-        zeros = np.zeros((B, N), np.float32)
         no = np.zeros(B, bool)
         return VectorStep(
-            self._obs.copy(),
+            self._copy(self._obs),
             self._state.copy(),
-            self._masks(),
-            zeros,
+            self._copy(self._mask),
+            np.zeros((B, N), np.float32),
             no,
             no.copy(),
-            self._obs.copy(),
+            self._copy(self._obs),
             self._state.copy(),
         )
 
-    def _masks(self) -> np.ndarray | None:
-        return None if self._mask is None else self._mask.copy()
-
-    def step(self, actions: np.ndarray) -> VectorStep:
+    def step(self, actions: dict[str, np.ndarray]) -> VectorStep:
         B, N = self.num_envs, self.num_agents
         rewards = np.zeros((B, N), np.float32)
         terminated = np.zeros(B, bool)
         truncated = np.zeros(B, bool)
-        final_obs = np.empty_like(self._obs)
+        final_obs = {k: np.empty_like(v) for k, v in self._obs.items()}
         final_state = np.empty_like(self._state)
         won: np.ndarray | None = None
         for i, env in enumerate(self.envs):
-            act = {a: actions[i, j] for j, a in enumerate(self.agents)}
+            act = {
+                a: actions[g.name][i, j]
+                for g in self.groups.values()
+                for j, a in enumerate(g.agents)
+                if a in env.agents
+            }
             obs, rew, term, trunc, infos = env.step(act)
             for info in infos.values():
                 if "battle_won" in info:
@@ -178,23 +266,22 @@ class ParallelEnvBatch(VectorEnv):
             for j, a in enumerate(self.agents):
                 rewards[i, j] = rew.get(a, 0.0)
             if obs:
-                x, m = self._split(obs)
-                self._obs[i] = x
-                self._state[i] = self._env_state(env, x)
-                if m is not None:
-                    self._mask[i] = m
+                self._write(i, obs)
+                self._state[i] = self._env_state(env, obs)
             terminated[i] = all(term.get(a, False) for a in self.agents)
             truncated[i] = not terminated[i] and all(
                 term.get(a, False) or trunc.get(a, False) for a in self.agents
             )
             if terminated[i] or truncated[i] or not env.agents:
                 truncated[i] = truncated[i] or not terminated[i]
-                final_obs[i], final_state[i] = self._obs[i], self._state[i]
+                for k, v in self._obs.items():
+                    final_obs[k][i] = v[i]
+                final_state[i] = self._state[i]
                 self._reset_one(i, None)
         return VectorStep(
-            self._obs.copy(),
+            self._copy(self._obs),
             self._state.copy(),
-            self._masks(),
+            self._copy(self._mask),
             rewards,
             terminated,
             truncated,

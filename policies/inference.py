@@ -1,6 +1,10 @@
-"""A trained policy without its Algorithm: the RLModule restored from a checkpoint, acting on
-the observations of a PettingZoo env. ``arena eval`` plays episodes with it; the policy
-server uses the same interface."""
+"""A trained policy without its Algorithm: the run's RLModules restored from a checkpoint,
+acting on the observations of a PettingZoo env. ``arena eval`` plays episodes with it; the
+policy server uses the same pieces.
+
+Each module's ``model_config`` says which agents it acts for and what it reads (its
+:class:`policies.batch.BatchSpec`), so nothing here depends on the algorithm.
+"""
 
 from __future__ import annotations
 
@@ -12,56 +16,41 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from policies.modules import ObsLayout
+from policies.batch import BatchSpec
 
-MODULE_PATH = Path("learner_group", "learner", "rl_module", "default_policy")
+MODULES_PATH = Path("learner_group", "learner", "rl_module")
 
 
-class Policy:
-    """Greedy or sampled actions of a shared-policy RLModule for any subset of agents.
+class ModulePolicy:
+    """Greedy or sampled actions of one restored module.
 
     Args:
-        module: the restored RLModule (``SharedActorCritic``).
-        agents: the env's agents in order (their index is the one-hot id of MAPPO's critic).
+        module: the restored RLModule (``policies.modules.ActorCritic``).
     """
 
-    def __init__(self, module: RLModule, agents: list[str]):
+    def __init__(self, module: RLModule):
         self.module = module.eval() if hasattr(module, "eval") else module
         cfg = module.model_config
-        self.layout = ObsLayout(**{k: cfg[k] for k in ObsLayout.__dataclass_fields__})
-        self.agents = list(agents)
+        self.spec = BatchSpec.from_dict(cfg["batch_spec"])
+        self.agents: list[str] = list(cfg["slot"]["agents"])
         self.action_space = module.action_space
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        self.recurrent = bool(module.get_initial_state())
 
-    @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, agents: list[str]) -> Policy:
-        path = (Path(checkpoint) / MODULE_PATH).resolve()  # RLlib reads URIs: absolute
-        if not path.exists():
-            raise FileNotFoundError(f"{checkpoint} holds no RLModule (looked for {path})")
-        return cls(RLModule.from_checkpoint(path), agents)
+    def initial_state(self, rows: int) -> dict | None:
+        init = self.module.get_initial_state()
+        return {k: v[None].repeat(rows, 1) for k, v in init.items()} if init else None
 
-    def inputs(self, obs: dict[str, Any], state: np.ndarray | None = None) -> np.ndarray:
-        """Module input rows for ``obs`` (agent -> observation, or ``{"observations",
-        "action_mask"}`` where the env masks actions)."""
-        lay = self.layout
-        rows = np.zeros((len(obs), lay.size), np.float32)
-        for i, (agent, o) in enumerate(obs.items()):
-            if isinstance(o, dict):
-                rows[i, : lay.obs_dim] = o["observations"]
-                if lay.mask_dim:
-                    rows[i, lay.obs_dim : lay.obs_dim + lay.mask_dim] = o["action_mask"]
-            else:
-                rows[i, : lay.obs_dim] = o
-            if lay.critic_dim and state is not None:
-                rows[i, lay.obs_dim + lay.mask_dim : lay.size - lay.num_agents] = state
-                rows[i, lay.size - lay.num_agents + self.agents.index(agent)] = 1.0
-        return rows
-
-    def act_rows(self, rows: np.ndarray, explore: bool | np.ndarray = False) -> np.ndarray:
-        """Actions for module input rows ``[n, size]``: sampled where ``explore`` (a bool, or one
-        bool per row, so a batch mixing both modes still takes one forward pass), else greedy."""
+    def act_rows(
+        self, batch: dict[str, np.ndarray], explore: bool | np.ndarray = False, state=None
+    ) -> tuple[np.ndarray, dict | None]:
+        """Actions for packed rows: sampled where ``explore`` (a bool, or one bool per row, so
+        a batch mixing both modes still takes one forward pass), else greedy; and the next
+        hidden state (recurrent modules, which need ``state``)."""
         with torch.no_grad():
-            inputs = self.module.action_dist_inputs(torch.from_numpy(rows))
+            inputs, state = self.module.step(
+                {k: torch.from_numpy(v) for k, v in batch.items()}, state
+            )
             if self.discrete:
                 greedy = lambda: inputs.argmax(dim=-1)  # noqa: E731
                 sample = lambda: torch.distributions.Categorical(logits=inputs).sample()  # noqa: E731
@@ -69,17 +58,74 @@ class Policy:
                 dist = self.module.get_inference_action_dist_cls().from_logits(inputs)
                 greedy, sample = dist.to_deterministic().sample, dist.sample
             if not isinstance(explore, np.ndarray):
-                return (sample() if explore else greedy()).numpy()
+                return (sample() if explore else greedy()).numpy(), state
             pick = torch.from_numpy(np.asarray(explore, bool))
             if not self.discrete:
                 pick = pick[:, None]
-            return torch.where(pick, sample(), greedy()).numpy()
+            return torch.where(pick, sample(), greedy()).numpy(), state
+
+
+class Policy:
+    """The run's modules acting together for any subset of an env's agents.
+
+    Args:
+        modules: module id -> :class:`ModulePolicy`.
+    """
+
+    def __init__(self, modules: dict[str, ModulePolicy]):
+        self.modules = modules
+        self.module_of = {a: mid for mid, m in modules.items() for a in m.agents}
+        self.place = {a: m.agents.index(a) for m in modules.values() for a in m.agents}
+        self.recurrent = any(m.recurrent for m in modules.values())
+        self._hidden: dict[str, dict] = {}
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str | Path) -> Policy:
+        root = (Path(checkpoint) / MODULES_PATH).resolve()  # RLlib reads URIs: absolute
+        dirs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        if not dirs:
+            raise FileNotFoundError(f"{checkpoint} holds no RLModule (looked in {root})")
+        return cls({d.name: ModulePolicy(RLModule.from_checkpoint(d)) for d in dirs})
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self.module_of)
+
+    def reset(self) -> None:
+        """Forgets recurrent hidden states (call at the start of each episode)."""
+        self._hidden = {}
+
+    def pack(self, mid: str, obs: dict[str, Any], state: np.ndarray | None) -> dict:
+        """Module ``mid``'s input rows for the agents of ``obs`` (agent -> observation, or
+        ``{"observations", "action_mask"}`` where the env masks actions)."""
+        spec = self.modules[mid].spec
+        agents = list(obs)
+        masked = isinstance(obs[agents[0]], dict)
+        x = np.stack([obs[a]["observations"] if masked else obs[a] for a in agents])
+        mask = np.stack([obs[a]["action_mask"] for a in agents]) if masked else None
+        return spec.pack(x, mask, state, [self.place[a] for a in agents])
 
     def act(self, obs: dict[str, Any], state=None, explore: bool = False) -> dict[str, Any]:
-        """Actions for the agents in ``obs``."""
-        if not obs:
-            return {}
-        actions = self.act_rows(self.inputs(obs, state), explore)
-        return {
-            agent: (int(a) if self.discrete else a) for agent, a in zip(obs, actions, strict=True)
-        }
+        """Actions for the agents in ``obs`` (each by its own module)."""
+        by_module: dict[str, dict[str, Any]] = {}
+        for agent, o in obs.items():
+            if agent not in self.module_of:
+                raise ValueError(f"no module acts for agent {agent!r}; agents: {self.agents}")
+            by_module.setdefault(self.module_of[agent], {})[agent] = o
+        out = {}
+        for mid, part in by_module.items():
+            m = self.modules[mid]
+            h = None
+            if m.recurrent:
+                init = m.initial_state(1)
+                rows = [self._hidden.get(a, init) for a in part]
+                h = {k: torch.cat([r[k] for r in rows]) for k in init}
+            actions, h = m.act_rows(self.pack(mid, part, state), explore, h)
+            for i, agent in enumerate(part):
+                out[agent] = int(actions[i]) if m.discrete else actions[i]
+                if h is not None:
+                    self._hidden[agent] = {k: v[i : i + 1] for k, v in h.items()}
+        return out
+
+
+__all__ = ["ModulePolicy", "Policy"]

@@ -1,18 +1,22 @@
-"""RLModules of Arena's shared-policy algorithms.
+"""The actor-critic RLModule of Arena's PPO algorithms (ippo, mappo, and what builds on them).
 
-All agents of a multi-agent env share one actor; each agent step is one row of the module's
-input, a flat vector laid out as :class:`ObsLayout` says::
+One module serves the agents mapped to it (all agents, a group, or one agent). Its input is
+the dict :class:`policies.batch.BatchSpec` describes. The observation goes through an encoder
+chosen by its kind (vector: as is; image: a small CNN on uint8 frames scaled in the module;
+tokens: an embedding averaged over the sequence), then an MLP, an optional GRU, and the
+policy head. The critic reads the global state and agent id where the spec has them (MAPPO),
+else the encoded observation (IPPO), through its own MLP and optional GRU.
 
-    [ observation (obs_dim) | action mask (mask_dim) | critic input (critic_dim) ]
-
-IPPO's critic reads the agent's own observation (``critic_dim = 0``); MAPPO's reads the
-critic input, the env's global state followed by the agent's one-hot id. Illegal actions get
-the smallest float as logit, so they are never sampled and carry no probability in the loss.
+Recurrent modules follow RLlib's stateful-module conventions: ``get_initial_state()`` gives
+``{"actor": h, "critic": h}``, the learner's batches come as ``[B, T=max_seq_len, ...]`` with
+``STATE_IN`` at each sequence start, and ``STATE_OUT`` is the state after the last step.
+Illegal actions get the smallest float as logit, so they are never sampled and carry no
+probability in the loss.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -25,98 +29,222 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from torch import nn
 
+from policies.batch import AGENT_ID, MASK, OBS, STATE, BatchSpec
+
 FLOAT_MIN = torch.finfo(torch.float32).min
 
 
-@dataclass(frozen=True)
-class ObsLayout:
-    """How one agent step is laid out in the module's flat input.
+@dataclass
+class ModelSettings:
+    """The network of each module (``--set model.KEY=VALUE``)."""
 
-    Args:
-        obs_dim: length of the agent's own observation.
-        mask_dim: number of discrete actions when the env masks them, else 0.
-        critic_dim: length of the centralised critic's input (0: the critic reads the
-            observation).
-        num_agents: agents per env (the one-hot id in the critic input).
-    """
+    hidden: list[int] | None = None
+    """Hidden layer sizes of actor and critic (default [64, 64])."""
+    activation: str = "tanh"
+    """Hidden activation: tanh or relu."""
+    recurrent: bool = False
+    """A GRU after the hidden layers of actor and critic (hidden state carried across steps)."""
+    max_seq_len: int = 16
+    """Training sequence length of a recurrent module (BPTT window)."""
+    conv_channels: list[int] | None = None
+    """Channels of the CNN encoding image observations (default [16, 32])."""
+    token_embedding: int = 32
+    """Embedding size of token observations."""
 
-    obs_dim: int
-    mask_dim: int = 0
-    critic_dim: int = 0
-    num_agents: int = 1
+    def __post_init__(self):
+        self.hidden = [64, 64] if self.hidden is None else self.hidden
+        self.conv_channels = [16, 32] if self.conv_channels is None else self.conv_channels
 
-    @property
-    def size(self) -> int:
-        return self.obs_dim + self.mask_dim + self.critic_dim
+    def problems(self) -> list[str]:
+        bad = []
+        if not self.hidden or any(h <= 0 for h in self.hidden):
+            bad.append(f"model.hidden={self.hidden!r} (positive layer sizes)")
+        if self.activation not in ("tanh", "relu"):
+            bad.append(f"model.activation={self.activation!r} (tanh or relu)")
+        if self.max_seq_len <= 0:
+            bad.append(f"model.max_seq_len={self.max_seq_len} (positive)")
+        if not self.conv_channels or any(c <= 0 for c in self.conv_channels):
+            bad.append(f"model.conv_channels={self.conv_channels!r} (positive)")
+        if self.token_embedding <= 0:
+            bad.append(f"model.token_embedding={self.token_embedding} (positive)")
+        return bad
 
-    def space(self) -> gym.spaces.Box:
-        return gym.spaces.Box(-np.inf, np.inf, (self.size,), np.float32)
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
 
 
-def mlp(sizes: list[int], activation: str, out_gain: float) -> nn.Sequential:
-    """An MLP with orthogonal init; the last layer is scaled by ``out_gain``."""
+def mlp_body(sizes: list[int], activation: str) -> nn.Sequential:
+    """Hidden layers with orthogonal init (gain sqrt 2), each followed by the activation."""
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
     layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        linear = nn.Linear(n_in, n_out)
-        last = i == len(sizes) - 2
-        nn.init.orthogonal_(linear.weight, out_gain if last else np.sqrt(2))
-        nn.init.zeros_(linear.bias)
-        layers.append(linear)
-        if not last:
-            layers.append(act())
+    for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [_linear(n_in, n_out, np.sqrt(2)), act()]
     return nn.Sequential(*layers)
 
 
-class SharedActorCritic(TorchRLModule, ValueFunctionAPI):
-    """One actor for every agent and a value head: IPPO or MAPPO by ``critic_dim``.
+class ImageEncoder(nn.Module):
+    """uint8 frames ``[N, H, W, C]`` -> features; scaled to [0, 1] here, not in the buffers."""
 
-    ``model_config`` keys: the :class:`ObsLayout` fields, ``hidden`` (list of layer sizes)
-    and ``activation`` (``tanh`` or ``relu``).
+    def __init__(self, shape: tuple[int, ...], channels: list[int]):
+        super().__init__()
+        h, w, c = shape
+        layers: list[nn.Module] = []
+        for i, out in enumerate(channels):
+            layers += [nn.Conv2d(c, out, 4 if i == 0 else 3, stride=2 if i == 0 else 1), nn.ReLU()]
+            c = out
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        with torch.no_grad():
+            self.size = int(self.conv(torch.zeros(1, shape[2], h, w)).shape[1])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.permute(0, 3, 1, 2).float() / 255.0)
+
+
+class TokenEncoder(nn.Module):
+    """Token ids ``[N, L]`` (0 = padding) -> the mean of their embeddings."""
+
+    def __init__(self, vocab: int, dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, padding_idx=0)
+        self.size = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.long()
+        emb = self.embed(x)
+        n = (x > 0).sum(-1, keepdim=True).clamp(min=1)
+        return emb.sum(-2) / n
+
+
+def encoder_for(spec: BatchSpec, model: ModelSettings) -> tuple[nn.Module, int]:
+    kind = spec.kind
+    if kind == "image":
+        enc = ImageEncoder(spec.obs_shape, model.conv_channels)
+        return enc, enc.size
+    if kind == "tokens":
+        if spec.obs_high is None:
+            raise ValueError("token observations need a bounded space (high = vocabulary - 1)")
+        enc = TokenEncoder(int(spec.obs_high) + 1, model.token_embedding)
+        return enc, enc.size
+    return nn.Identity(), int(spec.obs_shape[0])
+
+
+class ActorCritic(TorchRLModule, ValueFunctionAPI):
+    """Actor and critic of one module; IPPO or MAPPO by the spec's ``state_dim``.
+
+    ``model_config`` keys: ``batch_spec`` (a :class:`BatchSpec` as dict), ``model`` (the
+    :class:`ModelSettings` fields) and, when recurrent, ``max_seq_len``.
     """
 
     @override(TorchRLModule)
     def setup(self):
         cfg: dict[str, Any] = self.model_config
-        self.layout = ObsLayout(
-            cfg["obs_dim"],
-            cfg.get("mask_dim", 0),
-            cfg.get("critic_dim", 0),
-            cfg.get("num_agents", 1),
-        )
-        hidden = list(cfg.get("hidden", [64, 64]))
-        activation = cfg.get("activation", "tanh")
+        self.spec = BatchSpec.from_dict(cfg["batch_spec"])
+        self.settings = ModelSettings(**cfg.get("model", {}))
+        hidden, activation = list(self.settings.hidden), self.settings.activation
+        self.recurrent = self.settings.recurrent
         if isinstance(self.action_space, gym.spaces.Discrete):
             n_out = int(self.action_space.n)
             self.log_std = None
         else:
             n_out = int(np.prod(self.action_space.shape))
             self.log_std = nn.Parameter(torch.zeros(n_out))
-        self.pi = mlp([self.layout.obs_dim, *hidden, n_out], activation, 0.01)
-        critic_in = self.layout.critic_dim or self.layout.obs_dim
-        self.vf = mlp([critic_in, *hidden, 1], activation, 1.0)
+        self.encoder, feat = encoder_for(self.spec, self.settings)
+        self.pi_body = mlp_body([feat, *hidden], activation)
+        critic_in = self.spec.state_dim + self.spec.num_ids if self.spec.state_dim else feat
+        self.vf_body = mlp_body([critic_in, *hidden], activation)
+        h = hidden[-1]
+        self.pi_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
+        self.vf_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
+        self.pi_head = _linear(h, n_out, 0.01)
+        self.vf_head = _linear(h, 1, 1.0)
 
-    def action_dist_inputs(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (or Gaussian mean and log-std) for flat inputs ``x`` ``[rows, size]``."""
-        lay = self.layout
-        out = self.pi(x[:, : lay.obs_dim])
+    # -- state --------------------------------------------------------------------------------
+
+    @override(RLModule)
+    def get_initial_state(self) -> dict:
+        if not self.recurrent:
+            return {}
+        h = self.settings.hidden[-1]
+        return {"actor": torch.zeros(h), "critic": torch.zeros(h)}
+
+    # -- pieces -------------------------------------------------------------------------------
+
+    def _flat(self, x: torch.Tensor, lead: int, tail: int) -> torch.Tensor:
+        return x.reshape(-1, *x.shape[lead:]) if tail else x
+
+    def _recur(self, gru, x: torch.Tensor, h0: torch.Tensor | None, lead: tuple[int, ...]):
+        """Features ``[N, F]`` through ``gru``: ``lead`` is ``(B, T)`` (learner sequences) or
+        ``(B,)`` (one step); returns features and the last hidden state."""
+        seq = x.reshape(*lead, -1) if len(lead) == 2 else x[:, None]
+        out, h = gru(seq, h0[None].contiguous())
+        return out.reshape(-1, out.shape[-1]), h[0]
+
+    def _lead(self, batch: dict) -> tuple[int, ...]:
+        """The leading axes of ``batch``'s observations: ``(B, T)`` or ``(N,)``."""
+        obs = batch[Columns.OBS][OBS]
+        return tuple(obs.shape[: obs.dim() - len(self.spec.obs_shape)])
+
+    def _rows(self, batch: dict, key: str) -> torch.Tensor:
+        x = batch[Columns.OBS][key]
+        width = len(self.spec.obs_shape) if key == OBS else 1
+        return x.reshape(-1, *x.shape[x.dim() - width :])
+
+    def actor(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Distribution inputs ``[*lead, A]`` and the actor's next hidden state."""
+        lead = self._lead(batch)
+        z = self.pi_body(self.encoder(self._rows(batch, OBS)))
+        h = None
+        if self.recurrent:
+            z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
+        out = self.pi_head(z)
         if self.log_std is not None:
-            return torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        if lay.mask_dim:
-            mask = x[:, lay.obs_dim : lay.obs_dim + lay.mask_dim]
-            out = out.masked_fill(mask < 0.5, FLOAT_MIN)
-        return out
+            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+        elif self.spec.mask_dim:
+            out = out.masked_fill(self._rows(batch, MASK) < 0.5, FLOAT_MIN)
+        return out.reshape(*lead, -1), h
+
+    def critic(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Values ``[*lead]`` and the critic's next hidden state."""
+        lead = self._lead(batch)
+        if self.spec.state_dim:
+            parts = [self._rows(batch, STATE)]
+            if self.spec.num_ids:
+                parts.append(self._rows(batch, AGENT_ID))
+            x = torch.cat(parts, dim=-1)
+        else:
+            x = self.encoder(self._rows(batch, OBS))
+        z = self.vf_body(x)
+        h = None
+        if self.recurrent:
+            z, h = self._recur(self.vf_gru, z, batch[Columns.STATE_IN]["critic"], lead)
+        return self.vf_head(z).reshape(*lead), h
+
+    # -- RLlib ----------------------------------------------------------------------------------
 
     @override(RLModule)
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return {Columns.ACTION_DIST_INPUTS: self.action_dist_inputs(batch[Columns.OBS])}
+        logits, h = self.actor(batch)
+        out = {Columns.ACTION_DIST_INPUTS: logits}
+        if self.recurrent:
+            # The critic's state advances with the actor's, so sequences can start anywhere.
+            _, hc = self.critic(batch)
+            out[Columns.STATE_OUT] = {"actor": h, "critic": hc}
+        return out
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
-        x = batch[Columns.OBS]
-        lay = self.layout
-        critic_in = x[:, lay.obs_dim + lay.mask_dim :] if lay.critic_dim else x[:, : lay.obs_dim]
-        return self.vf(critic_in).squeeze(-1)
+        return self.critic(batch)[0]
+
+    def step(self, obs: dict[str, torch.Tensor], state: dict | None):
+        """One step of sampling for rows ``obs``: distribution inputs ``[N, A]`` and, when
+        recurrent, the next state of actor and critic (``state``: their current one)."""
+        batch = {Columns.OBS: obs}
+        if not self.recurrent:
+            return self.actor(batch)[0], None
+        batch[Columns.STATE_IN] = state
+        logits, h = self.actor(batch)
+        return logits, {"actor": h, "critic": self.critic(batch)[1]}

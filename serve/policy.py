@@ -173,25 +173,31 @@ def _array(agent: str, what: str, value: Any, shape: tuple[int, ...]) -> tuple[n
 
 @dataclass
 class Parsed:
-    """A validated request: its rows in module input layout and how to answer it."""
+    """A validated request: per agent its observation and mask rows, and how to answer it."""
 
     agents: list[str]
     counts: list[int]
     single: list[bool]
-    rows: np.ndarray
+    obs: list[np.ndarray]
+    masks: list[np.ndarray | None]
     explore: bool
 
 
-class SharedMLPPolicy:
-    """Arena's shared actor-critic (``policies.modules.SharedActorCritic``): flat rows
-    ``[obs | mask | critic]``, discrete (optionally masked) or continuous actions."""
+class ModulesPolicy:
+    """A run's feed-forward modules (``policies.modules.ActorCritic``, any agent -> module
+    mapping): each request's rows go to their agents' modules, packed by each module's
+    ``BatchSpec``; discrete (optionally masked) or continuous actions."""
 
     def __init__(self, spec: PolicySpec, policy=None):
         from policies.inference import Policy
 
         self.spec = spec
-        self.policy = policy or Policy.from_checkpoint(spec.checkpoint, list(spec.agents))
-        self.layout = self.policy.layout
+        self.policy = policy or Policy.from_checkpoint(spec.checkpoint)
+        if self.policy.recurrent:
+            raise TypeError(
+                f"{spec.name}: recurrent policies carry a hidden state from call to call; "
+                "the HTTP API is stateless and does not serve them"
+            )
         self.obs_boxes: dict[str, gym.spaces.Box] = {}
         for agent, space in spec.observation_spaces.items():
             box = space["observations"] if isinstance(space, gym.spaces.Dict) else space
@@ -204,8 +210,8 @@ class SharedMLPPolicy:
             for a, b in self.obs_boxes.items()
         }
 
-    def _agent_rows(self, agent: str, value: Any) -> tuple[np.ndarray, bool]:
-        lay, box = self.layout, self.obs_boxes[agent]
+    def _agent_rows(self, agent: str, value: Any) -> tuple[np.ndarray, np.ndarray | None, bool]:
+        box = self.obs_boxes[agent]
         if self.masked[agent]:
             if not isinstance(value, dict) or set(value) != {"observations", "action_mask"}:
                 raise RequestError(
@@ -213,7 +219,8 @@ class SharedMLPPolicy:
                     '{"observations": [...], "action_mask": [...]}'
                 )
             obs, single = _array(agent, "observations", value["observations"], box.shape)
-            mask, mask_single = _array(agent, "action_mask", value["action_mask"], (lay.mask_dim,))
+            n_actions = int(self.spec.action_spaces[agent].n)
+            mask, mask_single = _array(agent, "action_mask", value["action_mask"], (n_actions,))
             if mask_single != single or len(mask) != len(obs):
                 raise RequestError(
                     f"agent {agent!r}: {len(obs)} observation(s) but {len(mask)} action mask(s)"
@@ -235,11 +242,7 @@ class SharedMLPPolicy:
                     f"agent {agent!r}: observation outside the space's bounds "
                     f"[{low.min():g}, {high.max():g}]"
                 )
-        rows = np.zeros((len(obs), lay.size), np.float32)
-        rows[:, : lay.obs_dim] = obs
-        if mask is not None:
-            rows[:, lay.obs_dim : lay.obs_dim + lay.mask_dim] = mask
-        return rows, single
+        return obs, mask, single
 
     def parse(self, payload: Any) -> Parsed:
         if not isinstance(payload, dict):
@@ -256,53 +259,66 @@ class SharedMLPPolicy:
                 "'observations' must be an object of agent -> observation for one or more of "
                 f"{list(self.spec.agents)}"
             )
-        parts, single = [], []
+        parsed = Parsed([], [], [], [], [], explore)
         for agent, value in obs.items():
             if agent not in self.obs_boxes:
                 raise RequestError(f"unknown agent {agent!r}; agents: {list(self.spec.agents)}")
-            rows, one = self._agent_rows(agent, value)
-            parts.append(rows)
-            single.append(one)
-        counts = [len(p) for p in parts]
-        if sum(counts) > MAX_ROWS:
+            rows, mask, one = self._agent_rows(agent, value)
+            parsed.agents.append(agent)
+            parsed.counts.append(len(rows))
+            parsed.single.append(one)
+            parsed.obs.append(rows)
+            parsed.masks.append(mask)
+        if sum(parsed.counts) > MAX_ROWS:
             raise RequestError(
-                f"{sum(counts)} observations in one request; at most {MAX_ROWS}", status=413
+                f"{sum(parsed.counts)} observations in one request; at most {MAX_ROWS}", status=413
             )
-        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return Parsed(list(obs), counts, single, rows, explore)
+        return parsed
 
     def act(self, requests: list[Parsed]) -> list[dict[str, Any]]:
-        rows = (
-            requests[0].rows if len(requests) == 1 else np.concatenate([r.rows for r in requests])
-        )
-        if all(r.explore == requests[0].explore for r in requests):
-            explore: bool | np.ndarray = requests[0].explore
-        else:
-            explore = np.repeat([r.explore for r in requests], [len(r.rows) for r in requests])
-        actions = self.policy.act_rows(rows, explore).tolist()
-        out, i = [], 0
-        for r in requests:
-            answer = {}
-            for agent, n, one in zip(r.agents, r.counts, r.single, strict=True):
-                answer[agent] = actions[i] if one else actions[i : i + n]
-                i += n
-            out.append({"actions": answer, "version": self.spec.version})
-        return out
+        # Rows of every request, grouped by module: one forward pass per module.
+        rows: dict[str, list[tuple[int, int, np.ndarray, np.ndarray | None, bool]]] = {}
+        for i, r in enumerate(requests):
+            for k, agent in enumerate(r.agents):
+                mid = self.policy.module_of[agent]
+                rows.setdefault(mid, []).append((i, k, r.obs[k], r.masks[k], r.explore))
+        answers: list[dict[str, Any]] = [{} for _ in requests]
+        for mid, parts in rows.items():
+            module = self.policy.modules[mid]
+            place = [self.policy.place[requests[i].agents[k]] for i, k, *_ in parts]
+            counts = [len(o) for _, _, o, _, _ in parts]
+            obs = np.concatenate([o for _, _, o, _, _ in parts])
+            masks = None if parts[0][3] is None else np.concatenate([m for *_, m, _ in parts])
+            batch = module.spec.pack(obs, masks, None, np.repeat(place, counts))
+            modes = [e for *_, e in parts]
+            explore = modes[0] if len(set(modes)) == 1 else np.repeat(modes, counts)
+            actions, _ = module.act_rows(batch, explore)
+            actions = actions.tolist()
+            j = 0
+            for (i, k, *_), n in zip(parts, counts, strict=True):
+                one = requests[i].single[k]
+                answers[i][requests[i].agents[k]] = actions[j] if one else actions[j : j + n]
+                j += n
+        return [
+            {"actions": {a: ans[a] for a in r.agents}, "version": self.spec.version}
+            for r, ans in zip(requests, answers, strict=True)
+        ]
 
 
-KINDS: dict[str, type] = {"SharedActorCritic": SharedMLPPolicy}
+KINDS: dict[str, type] = {"ActorCritic": ModulesPolicy}
 """RLModule class name -> the :class:`ServedPolicy` class that serves it."""
 
 
 def load(spec: PolicySpec) -> ServedPolicy:
-    """Restores the policy of ``spec`` (its RLModule alone) behind the served interface."""
+    """Restores the policy of ``spec`` (its RLModules alone) behind the served interface."""
     from policies.inference import Policy
 
-    policy = Policy.from_checkpoint(spec.checkpoint, list(spec.agents))
-    kind = type(policy.module).__name__
-    if kind not in KINDS:
-        raise TypeError(f"no server for RLModule {kind}; known: {sorted(KINDS)}")
-    return KINDS[kind](spec, policy)
+    policy = Policy.from_checkpoint(spec.checkpoint)
+    kinds = {type(m.module).__name__ for m in policy.modules.values()}
+    unknown = kinds - set(KINDS)
+    if unknown or len(kinds) != 1:
+        raise TypeError(f"no server for RLModule(s) {sorted(kinds)}; known: {sorted(KINDS)}")
+    return KINDS[kinds.pop()](spec, policy)
 
 
 @dataclass

@@ -79,3 +79,63 @@ class MaskedGrid(ParallelEnv):
         for i, a in enumerate(self.possible_agents):
             img[8 * i : 8 * i + 8, 16 * self.pos[a] : 16 * self.pos[a] + 16, i] = 255
         return img
+
+
+class ImageGrid(ParallelEnv):
+    """Two agents on a line of ``size`` cells, each seeing an 8 x 8 RGB uint8 picture of its
+    cell; +1 per step on the rightmost cell. No global state: a test of image observations."""
+
+    metadata = {
+        "name": "image_grid_v0",
+        "render_modes": ["rgb_array"],
+        "is_parallelizable": True,
+        "render_fps": 4,
+    }
+
+    def __init__(self, size: int = 4, max_steps: int = 10, render_mode=None):
+        self.size, self.max_steps, self.render_mode = size, max_steps, render_mode
+        self.possible_agents = ["b0", "b1"]
+        self._obs_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+        self._act_space = gym.spaces.Discrete(3)
+
+    @functools.cache  # noqa: B019
+    def observation_space(self, agent):
+        return self._obs_space
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return self._act_space
+
+    def _obs(self, agent):
+        img = np.zeros((8, 8, 3), np.uint8)
+        img[:, 2 * self.pos[agent] : 2 * self.pos[agent] + 2, self.possible_agents.index(agent)] = (
+            255
+        )
+        return img
+
+    def reset(self, seed=None, options=None):
+        if seed is not None or not hasattr(self, "np_random"):
+            self.np_random = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.pos = {a: int(self.np_random.integers(self.size)) for a in self.agents}
+        self.t = 0
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        for a, act in actions.items():
+            self.pos[a] = int(
+                np.clip(self.pos[a] + {0: 0, 1: -1, 2: 1}[int(act)], 0, self.size - 1)
+            )
+        self.t += 1
+        rewards = {a: float(self.pos[a] == self.size - 1) for a in self.agents}
+        done = self.t >= self.max_steps
+        obs = {a: self._obs(a) for a in self.agents}
+        terms = {a: False for a in self.agents}
+        truncs = {a: done for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        if done:
+            self.agents = []
+        return obs, rewards, terms, truncs, infos
+
+    def render(self):
+        return np.concatenate([self._obs(a) for a in self.possible_agents], axis=1)

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
 
-from envs.vector import Unsupported, VectorEnv, VectorStep
+from envs.vector import Unsupported, VectorEnv, VectorStep, single_group
 
 # mpe2 core.World and SimpleEnv constants.
 DT = 0.1
@@ -62,12 +62,13 @@ class SpreadBatch(VectorEnv):
         self.continuous = continuous_actions
         self.agents = tuple(f"agent_{i}" for i in range(N))
         obs_dim = 4 + 2 * N + 4 * (N - 1)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.state_space = gym.spaces.Box(-np.inf, np.inf, (N * obs_dim,), np.float32)
-        self.action_space = (
+        self.groups = single_group(
+            self.agents,
+            gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
             gym.spaces.Box(0.0, 1.0, (5,), np.float32)
             if continuous_actions
-            else gym.spaces.Discrete(5)
+            else gym.spaces.Discrete(5),
         )
         # others[i] = indices of the agents other than i, in order.
         self._others = np.array([[j for j in range(N) if j != i] for i in range(N)], dtype=int)
@@ -96,7 +97,7 @@ class SpreadBatch(VectorEnv):
         obs = self._observe()
         state = obs.reshape(self.num_envs, -1)
         zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
-        return VectorStep(obs, state, None, zeros, no, no.copy(), obs, state)
+        return VectorStep({"agent": obs}, state, {}, zeros, no, no.copy(), {"agent": obs}, state)
 
     def _forces(self, actions: np.ndarray) -> np.ndarray:
         if self.continuous:
@@ -137,8 +138,8 @@ class SpreadBatch(VectorEnv):
         r = global_reward[:, None] * (1 - self.local_ratio) - collisions * self.local_ratio
         return r.astype(np.float32)
 
-    def step(self, actions: np.ndarray) -> VectorStep:
-        force = self._forces(actions)
+    def step(self, actions: dict[str, np.ndarray]) -> VectorStep:
+        force = self._forces(actions["agent"])
         self.pos += self.vel * DT
         self.vel = self.vel * (1 - DAMPING) + force * DT
         rewards = self._rewards()
@@ -154,12 +155,12 @@ class SpreadBatch(VectorEnv):
             obs = self._observe()
         B = self.num_envs
         return VectorStep(
-            obs,
+            {"agent": obs},
             obs.reshape(B, -1),
-            None,
+            {},
             rewards,
             terminated,
             truncated,
-            final_obs,
+            {"agent": final_obs},
             final_obs.reshape(B, -1),
         )

@@ -37,7 +37,7 @@ from gymnasium.utils import seeding
 from envs.smac import units as U_
 from envs.smac.maps import MAP_SIZE, V2_MIN_ATTACK_RANGE, MapSpec, sample_battle, spec_of
 from envs.smac.units import TABLE
-from envs.vector import VectorEnv, VectorStep
+from envs.vector import VectorEnv, VectorStep, single_group
 
 DT = 1.0 / U_.FRAMES_PER_SECOND
 N_ACTIONS_NO_ATTACK = 6
@@ -72,8 +72,6 @@ class BattleBatch(VectorEnv):
             contract); the PettingZoo env turns it off. Without it, a finished battle's
             agents may only no-op until the next ``reset``, so a batch steps on as one.
     """
-
-    has_action_mask = True
 
     def __init__(
         self,
@@ -110,6 +108,7 @@ class BattleBatch(VectorEnv):
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
         self.state_space = gym.spaces.Box(-1.0, 1.0, (state_dim,), np.float32)
         self.action_space = gym.spaces.Discrete(self.n_actions)
+        self.groups = single_group(self.agents, self.observation_space, self.action_space, True)
 
         self.team = np.r_[np.zeros(A, np.int8), np.ones(E, np.int8)]
         self._opponents = self.team[:, None] != self.team[None, :]
@@ -264,7 +263,17 @@ class BattleBatch(VectorEnv):
         obs, state, mask = self._observe()
         zeros = np.zeros((B, self.n_allies), np.float32)
         no = np.zeros(B, bool)
-        return VectorStep(obs, state, mask, zeros, no, no.copy(), obs.copy(), state.copy(), {})
+        return VectorStep(
+            {"agent": obs},
+            state,
+            {"agent": mask},
+            zeros,
+            no,
+            no.copy(),
+            {"agent": obs.copy()},
+            state.copy(),
+            {},
+        )
 
     # -- orders -------------------------------------------------------------------------------
 
@@ -559,8 +568,11 @@ class BattleBatch(VectorEnv):
 
     # -- stepping -----------------------------------------------------------------------------
 
-    def step(self, actions: np.ndarray) -> VectorStep:
+    def step(self, actions: dict[str, np.ndarray] | np.ndarray) -> VectorStep:
+        """Steps with ``{"agent": [B, A]}`` (the VectorEnv form) or the bare ``[B, A]`` array."""
         A, B = self.n_allies, self.num_envs
+        if isinstance(actions, dict):
+            actions = actions["agent"]
         actions = np.asarray(actions).reshape(B, A).astype(np.int64)
         self._check(actions)
         self._apply_orders(actions)
@@ -601,5 +613,13 @@ class BattleBatch(VectorEnv):
             self._new_battles(np.flatnonzero(done))
             obs, state, mask = self._observe()
         return VectorStep(
-            obs, state, mask, rewards, terminated, truncated, final_obs, final_state, self.info
+            {"agent": obs},
+            state,
+            {"agent": mask},
+            rewards,
+            terminated,
+            truncated,
+            {"agent": final_obs},
+            final_state,
+            self.info,
         )

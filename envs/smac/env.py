@@ -54,9 +54,9 @@ class SMACEnv(ParallelEnv):
         return self.core.action_space
 
     def _obs(self, step) -> dict:
-        mask = step.action_mask[0].astype(np.int8)
+        mask = step.action_mask["agent"][0].astype(np.int8)
         return {
-            a: {"observations": step.obs[0, i], "action_mask": mask[i]}
+            a: {"observations": step.obs["agent"][0, i], "action_mask": mask[i]}
             for i, a in enumerate(self.possible_agents)
         }
 

@@ -23,13 +23,15 @@ def test_spread_core_equals_mpe2(continuous, n_agents):
     for t in range(60):  # 25-step episodes: two resets inside
         for i, ref in enumerate(refs):
             expected = np.stack([ref_obs[i][a] for a in agents])
-            np.testing.assert_allclose(step.obs[i], expected, atol=1e-5, err_msg=f"t={t} env={i}")
+            np.testing.assert_allclose(
+                step.obs["agent"][i], expected, atol=1e-5, err_msg=f"t={t} env={i}"
+            )
             np.testing.assert_allclose(step.state[i], ref.state(), atol=1e-5)
         if continuous:
             actions = rng.random((B, n_agents, 5)).astype(np.float32)
         else:
             actions = rng.integers(0, 5, (B, n_agents))
-        step = core.step(actions)
+        step = core.step({"agent": actions})
         for i, ref in enumerate(refs):
             obs, rew, term, trunc, _ = ref.step({a: actions[i, j] for j, a in enumerate(agents)})
             np.testing.assert_allclose(step.rewards[i], [rew[a] for a in agents], atol=1e-5)
@@ -37,7 +39,7 @@ def test_spread_core_equals_mpe2(continuous, n_agents):
             assert step.terminated[i] == all(term.values())
             if step.truncated[i]:
                 final = np.stack([obs[a] for a in agents])
-                np.testing.assert_allclose(step.final_obs[i], final, atol=1e-5)
+                np.testing.assert_allclose(step.final_obs["agent"][i], final, atol=1e-5)
                 obs, _ = ref.reset()
             ref_obs[i] = obs
 

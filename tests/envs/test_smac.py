@@ -236,10 +236,10 @@ def test_observation_and_state_sizes_equal_smacs(name):
     expected = SMAC_SIZES.get(name, smac_sizes(spec))
     assert smac_sizes(spec) == expected
     assert (core.observation_space.shape[0], core.state_space.shape[0]) == expected
-    assert step.obs.shape == (2, spec.n_allies, expected[0])
+    assert step.obs["agent"].shape == (2, spec.n_allies, expected[0])
     assert step.state.shape == (2, expected[1])
     assert core.n_actions == 6 + spec.n_enemies
-    assert np.abs(step.obs).max() <= 1 and np.abs(step.state).max() <= 1
+    assert np.abs(step.obs["agent"]).max() <= 1 and np.abs(step.state).max() <= 1
     assert core.spec.limit == spec.limit
 
 
@@ -332,7 +332,7 @@ def test_an_unavailable_action_is_an_error_naming_agent_action_and_legal_ones():
 
 def scripted(step, core) -> np.ndarray:
     """Focus fire: every agent attacks the weakest enemy it may attack, else moves east."""
-    mask = step.action_mask
+    mask = step.action_mask["agent"]
     A = core.n_allies
     hp = core.hp[:, A:] + core.sh[:, A:]
     score = np.where(mask[:, :, 6:] > 0, -hp[:, None, :], -np.inf)
@@ -382,9 +382,9 @@ def random_rollout(map_name: str, seed: int, steps: int = 40):
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(steps):
-        a = (rng.random(step.action_mask.shape) * step.action_mask).argmax(-1)
+        a = (rng.random(step.action_mask["agent"].shape) * step.action_mask["agent"]).argmax(-1)
         step = core.step(a)
-        out.append((step.obs.copy(), step.state.copy(), step.rewards.copy()))
+        out.append((step.obs["agent"].copy(), step.state.copy(), step.rewards.copy()))
     return out
 
 
@@ -439,7 +439,9 @@ def test_without_auto_reset_a_finished_battle_may_only_no_op_until_reset():
     core._bury(np.r_[False, False, False, True, True, True][None])  # the enemies are gone
     step = core.step(np.ones((1, 3), int))
     assert step.terminated[0] and step.info["battle_won"][0]
-    assert (step.action_mask[0, :, 0] == 1).all() and (step.action_mask[0, :, 1:] == 0).all()
+    assert (step.action_mask["agent"][0, :, 0] == 1).all() and (
+        step.action_mask["agent"][0, :, 1:] == 0
+    ).all()
     with pytest.raises(ValueError, match="legal actions: 0 \\(no-op\\)"):
         core.step(np.ones((1, 3), int))
-    assert (core.reset().action_mask[0, :, 1] == 1).all()
+    assert (core.reset().action_mask["agent"][0, :, 1] == 1).all()

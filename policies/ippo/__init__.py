@@ -1,0 +1,31 @@
+"""IPPO: independent PPO; each module's critic reads its agent's own observation.
+
+de Witt et al., "Is Independent Learning All You Need in the StarCraft Multi-Agent
+Challenge?" (2020). With ``--policies shared`` (the default where the env has one agent
+group) all agents share one module, as in the paper's parameter-shared IPPO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.algorithm import AlgorithmInfo, Capabilities
+from policies.ppo import PPOSettings, build_ppo
+
+
+@dataclass
+class IPPOSettings(PPOSettings):
+    """IPPO's settings: PPO's (see :class:`policies.ppo.PPOSettings`)."""
+
+
+def build(env_id: str, settings: IPPOSettings, **options):
+    return build_ppo(ALGORITHM, env_id, settings, centralised_critic=False, **options)
+
+
+ALGORITHM = AlgorithmInfo(
+    name="ippo",
+    description="independent PPO, the critic on the agent's own observation",
+    settings=IPPOSettings,
+    capabilities=Capabilities(),
+    build=build,
+)

@@ -1,0 +1,241 @@
+"""PPO on Arena's fast sampler: the settings and the builder that ippo and mappo share.
+
+RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) trains
+:class:`policies.modules.ActorCritic` modules, one per entry of the agent -> module mapping
+(``policies.mapping``), on episodes from ``policies.sampling.VectorEnvRunner``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.core import COMPONENT_RL_MODULE
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+import envs
+from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, EnvFacts
+from policies.batch import BatchSpec
+from policies.mapping import plan_modules
+from policies.modules import ActorCritic, ModelSettings
+from policies.sampling import VectorEnvRunner, slot_to_config
+
+
+@dataclass
+class PPOSettings:
+    """Hyper-parameters of PPO (``--set key=value`` fills these; ``model.KEY`` the network)."""
+
+    lr: float = 1e-3
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_param: float = 0.2
+    """PPO surrogate clip range."""
+    vf_clip_param: float = 10.0
+    """Clip range of the value loss."""
+    entropy_coeff: float = 0.01
+    """Entropy bonus weight."""
+    vf_loss_coeff: float = 0.5
+    """Value loss weight."""
+    kl_coeff: float = 0.0
+    """Initial KL penalty weight (0 turns the KL term off, as in MAPPO)."""
+    grad_clip: float = 0.5
+    """Global gradient-norm clip."""
+    train_batch_size: int = 4000
+    """Env steps per training iteration (all agents of an env step count once)."""
+    minibatch_size: int = 512
+    """Agent steps per SGD minibatch."""
+    num_epochs: int = 5
+    """SGD passes over each batch."""
+    num_envs_per_env_runner: int = 64
+    """Envs each EnvRunner steps as one batch."""
+    model: ModelSettings = field(default_factory=ModelSettings)
+    """The network of each module."""
+
+    def validate(self) -> None:
+        finite = all(
+            math.isfinite(getattr(self, k))
+            for k in (
+                "lr",
+                "gamma",
+                "gae_lambda",
+                "clip_param",
+                "vf_clip_param",
+                "entropy_coeff",
+                "vf_loss_coeff",
+                "kl_coeff",
+                "grad_clip",
+            )
+        )
+        checks = {
+            "lr": self.lr > 0,
+            "gamma": 0 < self.gamma <= 1,
+            "gae_lambda": 0 <= self.gae_lambda <= 1,
+            "clip_param": self.clip_param > 0,
+            "vf_clip_param": self.vf_clip_param > 0,
+            "entropy_coeff": self.entropy_coeff >= 0,
+            "vf_loss_coeff": self.vf_loss_coeff >= 0,
+            "kl_coeff": self.kl_coeff >= 0,
+            "grad_clip": self.grad_clip > 0,
+            "train_batch_size": self.train_batch_size > 0,
+            "minibatch_size": 0 < self.minibatch_size,
+            "num_epochs": self.num_epochs > 0,
+            "num_envs_per_env_runner": self.num_envs_per_env_runner > 0,
+        }
+        bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
+        if not finite:
+            bad.append("a float that is not finite")
+        bad += self.model.problems()
+        if bad:
+            raise ValueError(
+                f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
+                "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1])"
+            )
+
+
+def module_specs(
+    info: AlgorithmInfo,
+    env_id: str,
+    settings: PPOSettings,
+    *,
+    centralised_critic: bool,
+    env_config: dict | None = None,
+    sharing: str = "auto",
+) -> MultiRLModuleSpec:
+    """One :class:`ActorCritic` spec per module of ``env_id`` under ``sharing``; checks that
+    ``info`` can train the env first."""
+    vec = envs.make_vector(env_id, 1, **dict(env_config or {}))
+    info.check(EnvFacts.of(env_id, vec), settings.model.recurrent)
+    try:
+        slots = plan_modules(vec.groups, sharing, env_id)
+    except ValueError as e:
+        raise AlgorithmMismatch(str(e)) from None
+    state_dim = int(vec.state_space.shape[0]) if centralised_critic else 0
+    model = asdict(settings.model)
+    specs = {}
+    for mid, slot in slots.items():
+        mask_dim = int(slot.action_space.n) if slot.masked else 0
+        spec = BatchSpec.for_space(
+            slot.observation_space,
+            mask_dim=mask_dim,
+            state_dim=state_dim,
+            num_ids=slot.num_agents if state_dim else 0,
+        )
+        model_config = {"batch_spec": spec.to_dict(), "model": model, "slot": slot_to_config(slot)}
+        if settings.model.recurrent:
+            model_config["max_seq_len"] = settings.model.max_seq_len
+        specs[mid] = RLModuleSpec(
+            module_class=ActorCritic,
+            observation_space=spec.space(),
+            action_space=slot.action_space,
+            model_config=model_config,
+        )
+    return MultiRLModuleSpec(rl_module_specs=specs)
+
+
+def build_ppo(
+    info: AlgorithmInfo,
+    env_id: str,
+    settings: PPOSettings,
+    *,
+    centralised_critic: bool,
+    env_config: dict | None = None,
+    num_env_runners: int = 0,
+    seed: int | None = 0,
+    sharing: str = "auto",
+    frozen: tuple[str, ...] = (),
+    learners: int = 0,
+    gpus_per_learner: float = 0.0,
+) -> PPOConfig:
+    """The RLlib config that trains ``env_id`` with PPO modules.
+
+    Args:
+        info: the algorithm (its capabilities are checked against the env).
+        centralised_critic: the critic reads the global state and agent id (MAPPO).
+        sharing: ``auto``, ``shared``, ``per_group`` or ``per_agent`` (``policies.mapping``).
+        frozen: modules that act but are not trained (their weights are set from outside).
+        learners: 0 trains in the driver; N > 0 in N remote Learner actors.
+        gpus_per_learner: GPUs each Learner uses (needs ``learners`` > 0 or a local GPU).
+    """
+    try:
+        settings.validate()
+    except ValueError as e:
+        raise AlgorithmMismatch(f"{info.name}: {e}") from None
+    env_config = dict(env_config or {})
+    multi = module_specs(
+        info,
+        env_id,
+        settings,
+        centralised_critic=centralised_critic,
+        env_config=env_config,
+        sharing=sharing,
+    )
+    modules = list(multi.rl_module_specs)
+    unknown = sorted(set(frozen) - set(modules))
+    if unknown:
+        raise AlgorithmMismatch(f"cannot freeze {unknown}: the modules are {modules}")
+    trained = [m for m in modules if m not in frozen]
+    if not trained:
+        raise AlgorithmMismatch(f"every module is frozen ({modules}); nothing would train")
+    if learners < 0 or gpus_per_learner < 0:
+        raise AlgorithmMismatch("learners and gpus_per_learner must be >= 0")
+    mapping = agent_to_module_from_specs(multi)
+    return (
+        PPOConfig()
+        .environment(env=env_id, env_config=env_config)
+        .framework("torch")
+        .env_runners(
+            env_runner_cls=VectorEnvRunner,
+            num_env_runners=num_env_runners,
+            num_envs_per_env_runner=settings.num_envs_per_env_runner,
+            rollout_fragment_length="auto",
+            num_cpus_per_env_runner=1,
+            merge_env_runner_states=False,
+            broadcast_env_runner_states=False,
+        )
+        .learners(num_learners=learners, num_gpus_per_learner=gpus_per_learner)
+        .rl_module(rl_module_spec=multi)
+        .multi_agent(
+            policies=set(modules),
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: mapping[agent_id],
+            policies_to_train=trained,
+        )
+        .training(
+            lr=settings.lr,
+            gamma=settings.gamma,
+            lambda_=settings.gae_lambda,
+            clip_param=settings.clip_param,
+            vf_clip_param=settings.vf_clip_param,
+            entropy_coeff=settings.entropy_coeff,
+            vf_loss_coeff=settings.vf_loss_coeff,
+            kl_coeff=settings.kl_coeff,
+            use_kl_loss=settings.kl_coeff > 0,
+            grad_clip=settings.grad_clip,
+            train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, learners)),
+            minibatch_size=settings.minibatch_size,
+            num_epochs=settings.num_epochs,
+        )
+        .reporting(metrics_num_episodes_for_smoothing=100)
+        .debugging(seed=seed)
+    )
+
+
+def agent_to_module_from_specs(multi: MultiRLModuleSpec) -> dict[str, str]:
+    """agent -> module id, read back from the module specs (what eval and serve use)."""
+    return {
+        agent: mid
+        for mid, spec in multi.rl_module_specs.items()
+        for agent in spec.model_config["slot"]["agents"]
+    }
+
+
+def set_module_weights(algo, weights: dict[str, dict]) -> None:
+    """Sets modules' weights (``module id -> state dict``) in the Learners and every
+    EnvRunner: how a frozen module (a self-play opponent) gets its weights from outside."""
+    algo.learner_group.set_weights(weights)
+    state = {COMPONENT_RL_MODULE: weights}  # no weights seq no: every runner applies it
+    algo.env_runner_group.foreach_env_runner(lambda r: r.set_state(state), local_env_runner=True)
