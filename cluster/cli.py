@@ -135,7 +135,7 @@ def cmd_eval(args) -> int:
         )
         print(
             f"{summary['episodes']} episodes: return {summary['return_mean']:.2f} "
-            f"+- {summary['return_std']:.2f}{win}{per_group}  ->  {Path(args.run) / 'eval.json'}"
+            f"+- {summary['return_std']:.2f}{win}{per_group}  ->  {summary['path']}"
         )
         if summary.get("animation"):
             print(f"animation: {summary['animation']}")

@@ -372,6 +372,10 @@ def play(
             g.name: float(np.mean(np.sum([per_agent[a] for a in g.agents], axis=0)))
             for g in groups.values()
         },
+        "per_group_return_std": {
+            g.name: float(np.std(np.sum([per_agent[a] for a in g.agents], axis=0)))
+            for g in groups.values()
+        },
         "win_rate": float(np.mean(wins)) if wins else None,
     }
     if render and frames:
@@ -448,6 +452,7 @@ def evaluate(
         }
     )
     name = "eval.json" if not random_modules else f"eval-random-{'-'.join(random_modules)}.json"
+    summary["path"] = str(run / name)
     write_atomic(run / name, json.dumps(summary, indent=2))
     return summary
 

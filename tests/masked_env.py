@@ -83,7 +83,8 @@ class MaskedGrid(ParallelEnv):
 
 class ImageGrid(ParallelEnv):
     """Two agents on a line of ``size`` cells, each seeing an 8 x 8 RGB uint8 picture of its
-    cell; +1 per step on the rightmost cell. No global state: a test of image observations."""
+    cell; +1 per step on the rightmost cell. The global state is the two positions (not the
+    pictures): a test of image observations."""
 
     metadata = {
         "name": "image_grid_v0",
@@ -136,6 +137,9 @@ class ImageGrid(ParallelEnv):
         if done:
             self.agents = []
         return obs, rewards, terms, truncs, infos
+
+    def state(self):
+        return np.array([self.pos[a] / self.size for a in self.possible_agents], np.float32)
 
     def render(self):
         return np.concatenate([self._obs(a) for a in self.possible_agents], axis=1)

@@ -6,9 +6,21 @@ from cluster.config import ConfigError, TrainConfig, apply_overrides
 def test_overrides_are_typed():
     cfg = TrainConfig(env="mpe/simple_spread-v3")
     apply_overrides(
-        cfg, ["lr=1e-3", "hidden=[128, 128]", "checkpoint_every=3", "env.max_cycles=50"]
+        cfg,
+        [
+            "lr=1e-3",
+            "model.hidden=[128, 128]",
+            "model.recurrent=true",
+            "mappo.gamma=0.9",
+            "checkpoint_every=3",
+            "env.max_cycles=50",
+            "policies=per_agent",
+            "learners=1",
+        ],
     )
-    assert cfg.ppo.lr == 1e-3 and cfg.ppo.hidden == [128, 128]
+    assert cfg.settings.lr == 1e-3 and cfg.settings.model.hidden == [128, 128]
+    assert cfg.settings.model.recurrent and cfg.settings.gamma == 0.9
+    assert cfg.policies == "per_agent" and cfg.learners == 1
     assert cfg.checkpoint_every == 3 and cfg.env_args == {"max_cycles": 50}
     cfg.validate()
 
@@ -19,7 +31,11 @@ def test_overrides_are_typed():
         ("lrr=1", "unknown config key 'lrr'; allowed: .*lr"),
         ("lr=fast", "lr must be float"),
         ("num_epochs=2.5", "num_epochs must be int"),
-        ("hidden=64", "hidden must be a list of int"),
+        ("model.hidden=64", "model.hidden must be a list of int"),
+        ("model.recurrent=3", "model.recurrent must be true or false"),
+        ("model.depth=3", "unknown config key 'model.depth'"),
+        ("ippo.lr=1", "unknown config key 'ippo.lr'"),
+        ("model=1", "model is a group of settings; set its keys as model.KEY"),
         ("novalue", "key=value"),
     ],
 )
@@ -38,8 +54,23 @@ def test_out_of_range_values_and_env_args_are_errors():
         cfg.validate()
 
 
-def test_round_trip_through_dict():
+def test_round_trip_through_dict_keeps_settings_under_the_algorithms_name():
     cfg = TrainConfig(env="mpe/simple_spread-v3", algo="ippo", env_args={"N": 4})
-    cfg.ppo.lr = 5e-4
-    again = TrainConfig.from_dict(cfg.to_dict())
+    cfg.settings.lr = 5e-4
+    cfg.settings.model.recurrent = True
+    data = cfg.to_dict()
+    assert data["ippo"]["lr"] == 5e-4 and "ppo" not in data and "settings" not in data
+    again = TrainConfig.from_dict(data)
     assert again == cfg
+
+
+def test_switching_algorithm_keeps_common_settings_and_v1_configs_load():
+    cfg = TrainConfig(env="mpe/simple_spread-v3", algo="ippo")
+    apply_overrides(cfg, ["lr=2e-4", "algo=mappo"])
+    assert cfg.algo == "mappo" and type(cfg.settings).__name__ == "MAPPOSettings"
+    assert cfg.settings.lr == 2e-4
+    v1 = {"env": "mpe/simple_spread-v3", "algo": "mappo", "ppo": {"lr": 3e-4, "hidden": [32]}}
+    old = TrainConfig.from_dict(v1)
+    assert old.settings.lr == 3e-4 and old.settings.model.hidden == [32]
+    with pytest.raises(ConfigError, match="settings for 'ippo' but the algorithm is 'mappo'"):
+        TrainConfig.from_dict({"env": "mpe/simple_spread-v3", "algo": "mappo", "ippo": {}})

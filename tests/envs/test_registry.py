@@ -46,9 +46,21 @@ def test_make_vector_uses_the_core_where_it_models_the_arguments():
     assert isinstance(envs.make_vector("mpe/simple-v3", 2), ParallelEnvBatch)
 
 
-def test_vector_env_of_heterogeneous_agents_is_a_clear_error():
-    with pytest.raises(ValueError, match="different spaces"):
-        envs.make_vector("mpe/simple_adversary-v3", 2)
+def test_heterogeneous_agents_form_groups_with_their_own_arrays():
+    vec = envs.make_vector("mpe/simple_adversary-v3", 2, seed=0)
+    assert {g: (v.agents, v.index) for g, v in vec.groups.items()} == {
+        "adversary": (("adversary_0",), (0,)),
+        "agent": (("agent_0", "agent_1"), (1, 2)),
+    }
+    vec.reset()
+    step = vec.step({"adversary": np.zeros((2, 1), int), "agent": np.zeros((2, 2), int)})
+    assert step.obs["adversary"].shape == (2, 1, 8) and step.obs["agent"].shape == (2, 2, 10)
+    assert step.rewards.shape == (2, 3)
+    ref = envs.make("mpe/simple_adversary-v3")
+    obs, _ = ref.reset(seed=0)
+    obs, rew, *_ = ref.step(dict.fromkeys(ref.possible_agents, 0))
+    np.testing.assert_allclose(step.obs["agent"][0, 1], obs["agent_1"], rtol=1e-6)
+    np.testing.assert_allclose(step.rewards[0], [rew[a] for a in ref.possible_agents], rtol=1e-6)
 
 
 def test_ray_registration_builds_envs_by_id(ray_session):

@@ -26,6 +26,7 @@ from serve.server import free_port
 SMALL = ["train_batch_size=256", "minibatch_size=128", "num_epochs=1", "num_envs_per_env_runner=4"]
 MPE, MASKED = "mpe/simple_spread-v3", "test/masked_grid-v0"
 MPE_NAME, MASKED_NAME = "mappo-simple_spread-v3", "mappo-masked_grid-v0"
+TAG, TAG_NAME = "mpe/simple_tag-v3", "mappo-simple_tag-v3"
 ZERO18 = [0.0] * 18
 ONE_HOT = [0.0, 1.0, 0.0, 0.0, 0.0]
 
@@ -34,7 +35,7 @@ ONE_HOT = [0.0, 1.0, 0.0, 0.0, 0.0]
 def runs(ray_session, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     made = {}
-    for env_id in (MPE, MASKED):
+    for env_id in (MPE, MASKED, TAG):
         cfg = TrainConfig(env=env_id, algo="mappo", iterations=1)
         apply_overrides(cfg, SMALL)
         made[env_id] = driver.train(cfg, out=str(out), name="t", console=Console(quiet=True))
@@ -43,7 +44,7 @@ def runs(ray_session, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api(runs):
-    specs = [spec_from_run(runs[MPE]), spec_from_run(runs[MASKED])]
+    specs = [spec_from_run(runs[MPE]), spec_from_run(runs[MASKED]), spec_from_run(runs[TAG])]
     return Api({s.name: load(s) for s in specs})
 
 
@@ -113,6 +114,23 @@ def test_batch_of_a_vectorised_env_equals_one_request_per_env(api):
         one = {a: rows[i] for a, rows in obs.items()}
         single = api.answer("POST", act_path(MPE_NAME), encode({"observations": one})).payload
         assert single["actions"] == {a: batch["actions"][a][i] for a in obs}
+
+
+def test_one_request_spans_the_modules_of_a_two_policy_run(api):
+    from policies.inference import Policy
+
+    served = api.policies[TAG_NAME]
+    assert set(served.policy.modules) == {"adversary", "agent"}
+    rng = np.random.default_rng(0)
+    obs = {f"adversary_{i}": rng.normal(size=16).tolist() for i in range(3)}
+    obs["agent_0"] = rng.normal(size=14).tolist()
+    reply = api.answer("POST", act_path(TAG_NAME), encode({"observations": obs}))
+    assert reply.status == 200, reply.payload
+    local = Policy.from_checkpoint(served.spec.checkpoint)
+    expected = local.act({a: np.asarray(o, np.float32) for a, o in obs.items()})
+    assert reply.payload["actions"] == expected
+    bad = api.answer("POST", act_path(TAG_NAME), encode({"observations": {"agent_0": [0.0] * 16}}))
+    assert bad.status == 400 and "[14]" in bad.payload["error"]
 
 
 def test_sampled_actions_respect_the_mask(api):
