@@ -1,9 +1,10 @@
 """How fast masked MAPPO learns SMAC battles: test win rate against env steps and wall time.
 
-    .venv/bin/python bench/learn_smac.py [--maps 3m,2s3z,5m_vs_6m] [--minutes 8]
+    .venv/bin/python bench/learn_smac.py [--maps 3m,2s3z,5m_vs_6m] [--minutes 8] [--recurrent]
 
 For each map it trains ``arena train``'s MAPPO (default settings, one process, as on a laptop)
-for a wall-time budget and, every ``--eval-every`` seconds of training, plays ``--battles``
+(``--recurrent``: with a GRU in actor and critic, ``model.recurrent=true``) for a wall-time
+budget and, every ``--eval-every`` seconds of training, plays ``--battles``
 battles greedily (the test win rate, as SMAC papers report it) on held-out seeds. Evaluation
 time is not counted as training time.
 
@@ -58,12 +59,16 @@ def test_win_rate(module, map_name: str, battles: int) -> float:
     return float(won.mean())
 
 
-def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: int):
+def learn(
+    map_name: str, minutes: float, eval_every: float, battles: int, seed: int, recurrent=False
+):
     from policies import algorithm
 
     env_id = f"smac/{map_name}-v0"
     mappo = algorithm.get("mappo")
-    algo = mappo.build(env_id, mappo.settings(), seed=seed).build_algo()
+    settings = mappo.settings()
+    settings.model.recurrent = recurrent
+    algo = mappo.build(env_id, settings, seed=seed).build_algo()
     points, trained, t_eval = [], 0.0, 0.0
     try:
         while trained < minutes * 60:
@@ -77,6 +82,7 @@ def learn(map_name: str, minutes: float, eval_every: float, battles: int, seed: 
             point = {
                 "bench": "learn_smac",
                 "map": map_name,
+                "recurrent": recurrent,
                 "env_steps": int(runners["num_env_steps_sampled_lifetime"]),
                 "train_s": round(trained, 1),
                 "train_win_rate": float(runners.get("win_rate", float("nan"))),
@@ -128,6 +134,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=float, default=40.0, help="seconds of training")
     p.add_argument("--battles", type=int, default=64, help="test battles per evaluation")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--recurrent", action="store_true", help="GRU actor and critic")
     p.add_argument("--out", default="bench/results/learn_smac.json")
     a = p.parse_args()
     from envs.smac.maps import parse_v1_maps
@@ -146,7 +153,7 @@ def main() -> None:
     runtime.connect(num_cpus=2, dashboard=False, temp_dir=tempfile.mkdtemp(prefix="ray-bench-"))
     results, summary = {}, {}
     for name in maps:
-        results[name] = learn(name, a.minutes, a.eval_every, a.battles, a.seed)
+        results[name] = learn(name, a.minutes, a.eval_every, a.battles, a.seed, a.recurrent)
         pts = results[name]
         summary[name] = {
             "final_test_win_rate": pts[-1]["test_win_rate"],

@@ -6,7 +6,7 @@ critics is ``state()`` here too, and with ``with_state=True`` each agent's info 
 under ``"state"`` (RLlib connectors read infos). The episode ends for RLlib (``__all__``) when
 no agent is left.
 
-Training in Arena uses the faster ``cluster.sampling`` path; this adapter serves users of
+Training in Arena uses the faster ``policies.sampling`` path; this adapter serves users of
 RLlib's own multi-agent stack and Ray's env registry (``envs.registry.register_with_ray``).
 """
 

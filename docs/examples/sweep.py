@@ -26,7 +26,7 @@ def trial(config: dict) -> None:
     cfg = TrainConfig(
         env=config["env"], algo=config["algo"], seed=config["seed"], iterations=config["iterations"]
     )
-    cfg.ppo.lr = config["lr"]
+    cfg.settings.lr = config["lr"]
     apply_overrides(cfg, config["set"])
     run = driver.train(cfg, out=config["out"], name=f"lr{config['lr']:g}-s{config['seed']}")
     with (run / "metrics.csv").open() as f:

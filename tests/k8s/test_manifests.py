@@ -291,8 +291,13 @@ def test_rayjob_entrypoint_is_a_valid_arena_training():
     assert args.command == "train" and args.out == RUNS_MOUNT
     cfg = TrainConfig(env=args.env, algo=args.algo, timesteps=args.timesteps)
     cfg.env_runners = args.env_runners
+    cfg.learners, cfg.gpus_per_learner = args.learners, args.gpus_per_learner
     apply_overrides(cfg, args.set or [])
     cfg.validate()
+    # The Learner goes to the gpu group: one GPU per Learner, as one gpu pod has.
+    gpu = spec["rayClusterSpec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+    assert cfg.learners >= 1 and cfg.gpus_per_learner == 1
+    assert int(gpu["resources"]["limits"]["nvidia.com/gpu"]) >= cfg.gpus_per_learner
     # The driver and its EnvRunners fit one CPU worker, so one pod serves the whole job.
     cpus = spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert spec["entrypointNumCpus"] + cfg.env_runners <= int(cpus["resources"]["limits"]["cpu"])

@@ -81,7 +81,7 @@ def test_every_path_packs_the_same_rows(env_id, algo, sharing):
         # eval (and the benches' Policy path): per env, the PettingZoo-style observation dict
         for b in range(B):
             obs = {}
-            for k, agent in enumerate(m.slot.agents):
+            for agent in m.slot.agents:
                 group, idx = next(
                     (g, i) for g, i in m.slot.members if agent in vec.groups[g].agents
                 )
