@@ -38,8 +38,7 @@ class ModulePolicy:
         self.recurrent = bool(module.get_initial_state())
 
     def initial_state(self, rows: int) -> dict | None:
-        init = self.module.get_initial_state()
-        return {k: v[None].repeat(rows, 1) for k, v in init.items()} if init else None
+        return self.module.initial_state_rows(rows)
 
     def act_rows(
         self, batch: dict[str, np.ndarray], explore: bool | np.ndarray = False, state=None

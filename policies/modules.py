@@ -171,10 +171,12 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         h = self.settings.hidden[-1]
         return {"actor": torch.zeros(h), "critic": torch.zeros(h)}
 
-    # -- pieces -------------------------------------------------------------------------------
+    def initial_state_rows(self, rows: int) -> dict | None:
+        """The initial state of ``rows`` agents (None for a feed-forward module)."""
+        init = self.get_initial_state()
+        return {k: v[None].repeat(rows, 1) for k, v in init.items()} if init else None
 
-    def _flat(self, x: torch.Tensor, lead: int, tail: int) -> torch.Tensor:
-        return x.reshape(-1, *x.shape[lead:]) if tail else x
+    # -- pieces -------------------------------------------------------------------------------
 
     def _recur(self, gru, x: torch.Tensor, h0: torch.Tensor | None, lead: tuple[int, ...]):
         """Features ``[N, F]`` through ``gru``: ``lead`` is ``(B, T)`` (learner sequences) or

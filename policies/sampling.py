@@ -182,11 +182,6 @@ class _Module:
     def write(self, dst: dict, step_obs, step_mask, state) -> None:
         self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), state)
 
-    def initial_state(self, rows: int) -> dict | None:
-        init = self.module.get_initial_state()
-        if not init:
-            return None
-        return {k: v[None].repeat(rows, 1) for k, v in init.items()}
 
 
 class VectorEnvRunner(EnvRunner, Checkpointable):
@@ -302,7 +297,7 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             self._returns = np.zeros((B, vec.num_agents), np.float64)
             self._lengths = np.zeros(B, np.int64)
             for m in self.modules.values():
-                m.state = m.initial_state(B * m.agents_per_env)
+                m.state = m.module.initial_state_rows(B * m.agents_per_env)
         started = self._lengths.copy()  # steps each env's running episode had before this call
         step = self._step
         bufs: dict[str, dict] = {}
