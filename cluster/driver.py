@@ -162,13 +162,20 @@ class MetricsLog:
 
 
 def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path:
+    """RLlib's checkpoint (for resume) plus each module's plain weights in ``weights/`` (for
+    eval and serve, which never unpickle) and ``arena.json`` (iteration, env steps, and the
+    size and sha256 of every weights file)."""
+    from policies.inference import WEIGHTS_DIR, save_weights
+
     ckdir = run / "checkpoints"
     ckdir.mkdir(parents=True, exist_ok=True)
     name = f"iter_{it:06d}"
     tmp = ckdir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(str(tmp.resolve()))
-    (tmp / "arena.json").write_text(json.dumps({"iteration": it, "env_steps": env_steps}))
+    files = save_weights(algo.learner_group.get_weights(), tmp / WEIGHTS_DIR)
+    meta = {"iteration": it, "env_steps": env_steps, "files": files}
+    (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
     final = ckdir / name
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -409,6 +416,57 @@ def random_actor(env_id: str, env_args: dict, seed: int):
     return act
 
 
+def verify_weights(ckpt: Path) -> None:
+    """Checks the checkpoint's weights files against the sizes and hashes in ``arena.json``."""
+    import hashlib
+
+    try:
+        meta = json.loads((ckpt / "arena.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunError(f"{ckpt / 'arena.json'} is damaged ({type(e).__name__})") from None
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, dict):
+        return  # written before the files were recorded: torch.load's checks still apply
+    for rel, want in files.items():
+        path = ckpt / rel
+        data = path.read_bytes() if path.is_file() else None
+        if (
+            data is None
+            or len(data) != want.get("bytes")
+            or (hashlib.sha256(data).hexdigest() != want.get("sha256"))
+        ):
+            raise RunError(
+                f"{path} is missing or damaged (its size or hash differs from arena.json)"
+            )
+
+
+def module_specs(run: str | Path):
+    """The ``MultiRLModuleSpec`` of ``run``'s modules, from its ``config.yaml`` and its env's
+    spaces (this builds the env once)."""
+    from policies import algorithm as algorithms
+
+    cfg = load_config(Path(run))
+    return algorithms.get(cfg.algo).modules(
+        cfg.env, cfg.settings, env_config=cfg.env_args, sharing=cfg.policies
+    )
+
+
+def load_policy(run: str | Path, checkpoint: str | Path | None = None, specs=None):
+    """The run's policy (``policies.inference.Policy``) from a checkpoint's plain weights,
+    rebuilt from ``config.yaml`` and the env's spaces (or ``specs``, from
+    :func:`module_specs`): nothing in the run is unpickled."""
+    from policies.inference import WEIGHTS_DIR, Policy, WeightsError
+
+    run = Path(run)
+    ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run)
+    verify_weights(ckpt)
+    specs = specs if specs is not None else module_specs(run)
+    try:
+        return Policy.from_weights(specs, ckpt / WEIGHTS_DIR)
+    except WeightsError as e:
+        raise RunError(str(e)) from None
+
+
 def evaluate(
     run: str | Path,
     episodes: int = 100,
@@ -417,17 +475,16 @@ def evaluate(
     seed: int = 10_000,
     random_modules: list[str] | None = None,
 ) -> dict:
-    """Restores the RLModules of ``run`` alone and plays ``episodes``; writes ``eval.json``.
+    """Rebuilds the modules of ``run`` around its plain weights (no unpickling) and plays
+    ``episodes``; writes ``eval.json``.
     The agents of ``random_modules`` act uniformly at random instead (a baseline for one
     side of a competitive env)."""
-    from policies.inference import Policy
-
     run = Path(run)
     if episodes <= 0:
         raise ConfigError(f"--episodes must be positive, got {episodes}")
     ckpt = latest_checkpoint(run)
     cfg = load_config(run)
-    policy = Policy.from_checkpoint(ckpt)
+    policy = load_policy(run, ckpt)
     random_modules = list(random_modules or [])
     unknown = sorted(set(random_modules) - set(policy.modules))
     if unknown:

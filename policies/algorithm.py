@@ -86,6 +86,9 @@ class AlgorithmInfo:
         settings: the typed settings dataclass (``--set key=value`` fills it).
         capabilities: what it can train.
         build: ``build(env_id, settings, **run options) -> AlgorithmConfig``.
+        modules: ``modules(env_id, settings, *, env_config, sharing) -> MultiRLModuleSpec``,
+            the modules ``build`` trains: how eval and serve rebuild them around saved weights
+            without unpickling anything.
     """
 
     name: str
@@ -93,6 +96,7 @@ class AlgorithmInfo:
     settings: type
     capabilities: Capabilities
     build: Callable[..., Any] = field(repr=False)
+    modules: Callable[..., Any] | None = field(default=None, repr=False)
 
     def check(self, env: EnvFacts, recurrent: bool = False) -> None:
         """Raises :class:`AlgorithmMismatch`, naming both, where this cannot train ``env``."""

@@ -1,6 +1,10 @@
-"""A trained policy without its Algorithm: the run's RLModules restored from a checkpoint,
-acting on the observations of a PettingZoo env. ``arena eval`` plays episodes with it; the
-policy server uses the same pieces.
+"""A trained policy without its Algorithm: the run's RLModules rebuilt from the algorithm's
+module specs and loaded with the checkpoint's plain weights, acting on the observations of a
+PettingZoo env. ``arena eval`` plays episodes with it; the policy server uses the same pieces.
+
+Nothing here unpickles: RLlib's checkpoint files are cloudpickles that run code when loaded,
+so the weights are read from ``weights/<module>.pt`` (a state dict of tensors) with
+``torch.load(weights_only=True)``, which only accepts tensors and plain containers.
 
 Each module's ``model_config`` says which agents it acts for and what it reads (its
 :class:`policies.batch.BatchSpec`), so nothing here depends on the algorithm.
@@ -18,7 +22,37 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from policies.batch import BatchSpec
 
-MODULES_PATH = Path("learner_group", "learner", "rl_module")
+WEIGHTS_DIR = "weights"
+
+
+class WeightsError(ValueError):
+    """Module weights that are missing, damaged or do not fit the run's modules."""
+
+
+def weights_file(module_id: str) -> str:
+    """The file of a module's weights inside a checkpoint's ``weights/``."""
+    if not module_id or "/" in module_id or module_id.startswith("."):
+        raise WeightsError(f"module id {module_id!r} cannot name a file")
+    return f"{module_id}.pt"
+
+
+def save_weights(weights: dict[str, dict], weights_dir: str | Path) -> dict[str, dict]:
+    """Writes ``module -> state dict`` as ``weights_dir/<module>.pt``; returns each file's
+    size and sha256 (what ``arena.json`` records to verify the checkpoint later)."""
+    import hashlib
+
+    weights_dir = Path(weights_dir)
+    weights_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for mid, state in weights.items():
+        path = weights_dir / weights_file(mid)
+        torch.save({k: torch.as_tensor(v).detach().cpu() for k, v in state.items()}, path)
+        data = path.read_bytes()
+        files[f"{WEIGHTS_DIR}/{path.name}"] = {
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+    return files
 
 
 class ModulePolicy:
@@ -79,12 +113,30 @@ class Policy:
         self._hidden: dict[str, dict] = {}
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path) -> Policy:
-        root = (Path(checkpoint) / MODULES_PATH).resolve()  # RLlib reads URIs: absolute
-        dirs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        if not dirs:
-            raise FileNotFoundError(f"{checkpoint} holds no RLModule (looked in {root})")
-        return cls({d.name: ModulePolicy(RLModule.from_checkpoint(d)) for d in dirs})
+    def from_weights(cls, specs, weights_dir: str | Path) -> Policy:
+        """The modules of ``specs`` (a ``MultiRLModuleSpec``) with the weights in
+        ``weights_dir`` (``<module>.pt`` each); a missing or damaged file is a
+        :class:`WeightsError` naming it."""
+        weights_dir = Path(weights_dir)
+        modules = {}
+        for mid, spec in specs.rl_module_specs.items():
+            path = weights_dir / weights_file(mid)
+            if not path.is_file():
+                raise WeightsError(
+                    f"{weights_dir.parent}: no weights for module {mid!r} ({path} is missing; "
+                    "checkpoints from before Arena's training core v2 hold only RLlib's pickles, "
+                    "which eval and serve do not load)"
+                )
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+                module = spec.build()
+                module.load_state_dict(state)
+            except Exception as e:  # a damaged or foreign file: name it, never a traceback
+                raise WeightsError(
+                    f"{path}: cannot load module weights ({type(e).__name__}: {str(e)[:200]})"
+                ) from None
+            modules[mid] = ModulePolicy(module)
+        return cls(modules)
 
     @property
     def agents(self) -> list[str]:

@@ -183,7 +183,6 @@ class _Module:
         self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), state)
 
 
-
 class VectorEnvRunner(EnvRunner, Checkpointable):
     """Samples ``num_envs_per_env_runner`` copies of ``config.env`` with the run's modules.
 

@@ -74,6 +74,8 @@ class PolicySpec:
         observation_spaces: agent -> observation space.
         action_spaces: agent -> action space.
         meta: the checkpoint's ``arena.json`` (iteration, env steps).
+        modules: the run's ``MultiRLModuleSpec`` (rebuilt here, from the env, so replicas
+            build the modules without the env).
     """
 
     name: str
@@ -86,6 +88,7 @@ class PolicySpec:
     observation_spaces: dict[str, gym.Space]
     action_spaces: dict[str, gym.Space]
     meta: dict[str, Any] = field(default_factory=dict)
+    modules: Any = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -108,7 +111,7 @@ def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
     """The :class:`PolicySpec` of a run directory's newest checkpoint (builds the env once for
     its spaces; the server itself never builds an env)."""
     import envs
-    from cluster.driver import latest_checkpoint, load_config
+    from cluster.driver import latest_checkpoint, load_config, module_specs
 
     run = Path(run)
     ckpt = latest_checkpoint(run)
@@ -128,7 +131,10 @@ def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
         agents=agents,
         observation_spaces={a: env.observation_space(a) for a in agents},
         action_spaces={a: env.action_space(a) for a in agents},
-        meta=json.loads((ckpt / "arena.json").read_text()),
+        meta={
+            k: v for k, v in json.loads((ckpt / "arena.json").read_text()).items() if k != "files"
+        },
+        modules=module_specs(run),
     )
     env.close()
     return spec
@@ -189,10 +195,10 @@ class ModulesPolicy:
     ``BatchSpec``; discrete (optionally masked) or continuous actions."""
 
     def __init__(self, spec: PolicySpec, policy=None):
-        from policies.inference import Policy
+        from cluster.driver import load_policy
 
         self.spec = spec
-        self.policy = policy or Policy.from_checkpoint(spec.checkpoint)
+        self.policy = policy or load_policy(spec.run, spec.checkpoint, spec.modules)
         if self.policy.recurrent:
             raise TypeError(
                 f"{spec.name}: recurrent policies carry a hidden state from call to call; "
@@ -310,10 +316,11 @@ KINDS: dict[str, type] = {"ActorCritic": ModulesPolicy}
 
 
 def load(spec: PolicySpec) -> ServedPolicy:
-    """Restores the policy of ``spec`` (its RLModules alone) behind the served interface."""
-    from policies.inference import Policy
+    """The policy of ``spec`` behind the served interface: its modules rebuilt from the run's
+    config and loaded with the checkpoint's plain weights (nothing is unpickled)."""
+    from cluster.driver import load_policy
 
-    policy = Policy.from_checkpoint(spec.checkpoint)
+    policy = load_policy(spec.run, spec.checkpoint, spec.modules)
     kinds = {type(m.module).__name__ for m in policy.modules.values()}
     unknown = kinds - set(KINDS)
     if unknown or len(kinds) != 1:

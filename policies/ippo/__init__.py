@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, Capabilities
-from policies.ppo import PPOSettings, build_ppo
+from policies.ppo import PPOSettings, build_ppo, module_specs
 
 
 @dataclass
@@ -22,10 +22,15 @@ def build(env_id: str, settings: IPPOSettings, **options):
     return build_ppo(ALGORITHM, env_id, settings, centralised_critic=False, **options)
 
 
+def modules(env_id: str, settings: PPOSettings, **options):
+    return module_specs(ALGORITHM, env_id, settings, centralised_critic=False, **options)
+
+
 ALGORITHM = AlgorithmInfo(
     name="ippo",
     description="independent PPO, the critic on the agent's own observation",
     settings=IPPOSettings,
     capabilities=Capabilities(),
     build=build,
+    modules=modules,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, Capabilities
-from policies.ppo import PPOSettings, build_ppo
+from policies.ppo import PPOSettings, build_ppo, module_specs
 
 
 @dataclass
@@ -22,10 +22,15 @@ def build(env_id: str, settings: MAPPOSettings, **options):
     return build_ppo(ALGORITHM, env_id, settings, centralised_critic=True, **options)
 
 
+def modules(env_id: str, settings: PPOSettings, **options):
+    return module_specs(ALGORITHM, env_id, settings, centralised_critic=True, **options)
+
+
 ALGORITHM = AlgorithmInfo(
     name="mappo",
     description="shared actor, centralised critic on the global state and agent id",
     settings=MAPPOSettings,
     capabilities=Capabilities(needs_state=True),
     build=build,
+    modules=modules,
 )

@@ -117,8 +117,6 @@ def test_batch_of_a_vectorised_env_equals_one_request_per_env(api):
 
 
 def test_one_request_spans_the_modules_of_a_two_policy_run(api):
-    from policies.inference import Policy
-
     served = api.policies[TAG_NAME]
     assert set(served.policy.modules) == {"adversary", "agent"}
     rng = np.random.default_rng(0)
@@ -126,7 +124,7 @@ def test_one_request_spans_the_modules_of_a_two_policy_run(api):
     obs["agent_0"] = rng.normal(size=14).tolist()
     reply = api.answer("POST", act_path(TAG_NAME), encode({"observations": obs}))
     assert reply.status == 200, reply.payload
-    local = Policy.from_checkpoint(served.spec.checkpoint)
+    local = driver.load_policy(served.spec.run)
     expected = local.act({a: np.asarray(o, np.float32) for a, o in obs.items()})
     assert reply.payload["actions"] == expected
     bad = api.answer("POST", act_path(TAG_NAME), encode({"observations": {"agent_0": [0.0] * 16}}))
