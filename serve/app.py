@@ -14,6 +14,7 @@ overhead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from dataclasses import replace
@@ -25,7 +26,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
-from serve.policy import Act, Api, PolicySpec, Reply, load, spec_from_run
+from serve.policy import MAX_BODY_BYTES, Act, Api, PolicySpec, Reply, load, spec_from_run
 
 APP_NAME = "arena"
 
@@ -40,6 +41,9 @@ class ServeArgs(BaseModel):
     max_batch_size: int = Field(64, ge=1, description="requests per forward pass")
     batch_wait_s: float = Field(0.0, ge=0, description="wait for a fuller batch (0: none)")
     max_ongoing_requests: int = Field(128, ge=1, description="in flight per replica")
+    body_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="a request body must arrive within this (else 408)"
+    )
 
     @field_validator("runs", mode="before")
     @classmethod
@@ -76,8 +80,16 @@ def resolve(runs: list[str]) -> list[PolicySpec]:
 class PolicyServer:
     """Serves ``specs``; ``max_batch_size`` and ``batch_wait_s`` tune ``@serve.batch``."""
 
-    def __init__(self, specs: list[PolicySpec], max_batch_size: int, batch_wait_s: float):
+    def __init__(
+        self,
+        specs: list[PolicySpec],
+        max_batch_size: int,
+        batch_wait_s: float,
+        body_timeout_s: float = 10.0,
+    ):
         import torch
+
+        self.body_timeout_s = body_timeout_s
 
         torch.set_num_threads(1)  # one core per replica; threads only contend here
         self.api = Api({s.name: load(s) for s in specs})
@@ -97,11 +109,45 @@ class PolicyServer:
                 out[i] = answer
         return out
 
+    async def _read_body(self, request: Request) -> bytes | Reply:
+        """The body, refused (413) past ``MAX_BODY_BYTES`` by its Content-Length before
+        reading, or as it arrives; one that takes over ``body_timeout_s`` is a 408, so slow
+        clients cannot hold the replica's request slots."""
+        length = request.headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                return Reply(400, {"error": f"bad Content-Length {length[:40]!r}"})
+            if int(length) > MAX_BODY_BYTES:
+                return Reply(413, {"error": f"request body over {MAX_BODY_BYTES} bytes; split it"})
+
+        async def read() -> bytes | Reply:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    return Reply(413, {"error": f"request body over {MAX_BODY_BYTES} bytes"})
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            return await asyncio.wait_for(read(), self.body_timeout_s)
+        except TimeoutError:
+            return Reply(
+                408, {"error": f"request body not received within {self.body_timeout_s} s"}
+            )
+
     async def __call__(self, request: Request) -> Response:
-        out = self.api.route(request.method, request.url.path, await request.body())
+        body = await self._read_body(request) if request.method == "POST" else b""
+        if isinstance(body, Reply):
+            out = body
+        else:
+            out = self.api.route(
+                request.method, request.url.path, body, request.headers.get("content-type")
+            )
         if isinstance(out, Act):
             out = Reply(200, await self._act(out))
-        return Response(out.body(), status_code=out.status, media_type="application/json")
+        content = b"" if request.method == "HEAD" else out.body()
+        return Response(content, status_code=out.status, media_type="application/json")
 
 
 def build_app(args: ServeArgs) -> serve.Application:
@@ -131,7 +177,9 @@ def make_app(args: ServeArgs, specs: list[PolicySpec]) -> serve.Application:
         }
     else:
         options["num_replicas"] = args.replicas
-    return PolicyServer.options(**options).bind(specs, args.max_batch_size, args.batch_wait_s)
+    return PolicyServer.options(**options).bind(
+        specs, args.max_batch_size, args.batch_wait_s, args.body_timeout_s
+    )
 
 
 def __getattr__(name: str):

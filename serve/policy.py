@@ -30,6 +30,12 @@ import numpy as np
 
 MAX_ROWS = 8192
 """Most observations in one request (a bigger batch is a 413: split it)."""
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""Largest request body (by ``Content-Length`` or as read): a bigger one is a 413 before the
+replica reads it."""
+MAX_DEPTH = 6
+"""Deepest JSON nesting a request may use (``observations`` -> agent -> [n, H, W, C])."""
+JSON_TYPES = ("application/json",)
 REQUEST_KEYS = ("observations", "explore")
 
 
@@ -328,6 +334,28 @@ def load(spec: PolicySpec) -> ServedPolicy:
     return KINDS[kinds.pop()](spec, policy)
 
 
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BOOLEANS = re.compile(rb"\b(?:true|false)\b")
+
+
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def json_depth(body: bytes) -> int:
+    """How deep ``body``'s arrays and objects nest (strings skipped), without parsing it (so
+    a body nested 10,000 deep is a 400, not the parser's recursion error)."""
+    brackets = np.frombuffer(_STRINGS.sub(b'""', body).translate(None, _NOT_BRACKETS), np.uint8)
+    if not len(brackets):
+        return 0
+    opens = (brackets == ord("[")) | (brackets == ord("{"))
+    return int(np.cumsum(np.where(opens, 1, -1)).max())
+
+
+def json_booleans(body: bytes) -> int:
+    """How many ``true``/``false`` literals ``body`` holds outside strings."""
+    return len(_BOOLEANS.findall(_STRINGS.sub(b'""', body)))
+
+
 @dataclass
 class Reply:
     """An HTTP answer: status and JSON payload."""
@@ -353,8 +381,12 @@ class Api:
     def __init__(self, policies: dict[str, ServedPolicy]):
         self.policies = policies
 
-    def route(self, method: str, path: str, body: bytes) -> Reply | Act:
-        """A :class:`Reply`, or an :class:`Act` the transport answers with ``policy.act``."""
+    def route(
+        self, method: str, path: str, body: bytes, content_type: str | None = "application/json"
+    ) -> Reply | Act:
+        """A :class:`Reply`, or an :class:`Act` the transport answers with ``policy.act``.
+        ``HEAD`` is answered as ``GET`` (the transport drops the body)."""
+        method = "GET" if method == "HEAD" else method
         path = path.rstrip("/") or "/"
         parts = path.strip("/").split("/")
         if path == "/healthz":
@@ -374,7 +406,11 @@ class Api:
             if len(parts) == 3:
                 return self._only(method, "GET") or Reply(200, policy.spec.describe())
             if len(parts) == 4 and parts[3] == "act":
-                return self._only(method, "POST") or self._parse(policy, body)
+                return (
+                    self._only(method, "POST")
+                    or self._media_type(content_type)
+                    or self._parse(policy, body)
+                )
         return Reply(
             404,
             {
@@ -390,11 +426,33 @@ class Api:
         return Reply(405, {"error": f"method {method} not allowed here; use {allowed}"})
 
     @staticmethod
+    def _media_type(content_type: str | None) -> Reply | None:
+        kind = (content_type or "").split(";", 1)[0].strip().lower()
+        if kind in JSON_TYPES:
+            return None
+        return Reply(
+            415, {"error": f"content-type must be application/json, got {content_type or 'none'!r}"}
+        )
+
+    @staticmethod
     def _parse(policy: ServedPolicy, body: bytes) -> Reply | Act:
+        if len(body) > MAX_BODY_BYTES:
+            return Reply(413, {"error": f"request body over {MAX_BODY_BYTES} bytes; split it"})
+        depth = json_depth(body)
+        if depth > MAX_DEPTH:
+            return Reply(400, {"error": f"JSON nested {depth} deep; at most {MAX_DEPTH}"})
+        if json_booleans(body) > 1:  # only "explore" may be true or false
+            return Reply(400, {"error": "observations and masks must be numbers, not true/false"})
         try:
             payload = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            return Reply(400, {"error": f"malformed JSON: {e}"})
+            return Reply(400, {"error": f"malformed JSON: {str(e)[:200]}"})
+        if (
+            isinstance(payload, dict)
+            and json_booleans(body) == 1
+            and not isinstance(payload.get("explore"), bool)
+        ):
+            return Reply(400, {"error": "observations and masks must be numbers, not true/false"})
         try:
             return Act(policy, policy.parse(payload))
         except RequestError as e:

@@ -59,6 +59,10 @@ def haproxy_env(port: int) -> dict[str, str]:
         # A replica leaving waits this long for load balancers to drop it (default 30 s);
         # the local HAProxy hears of it from the controller at once.
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "3",
+        # Seconds, not Ray's hour: an idle or stalled client is dropped, and a stuck replica
+        # answers the client within a minute.
+        "RAY_SERVE_HAPROXY_TIMEOUT_CLIENT_S": "30",
+        "RAY_SERVE_HAPROXY_TIMEOUT_SERVER_S": "60",
     }
 
 

@@ -142,6 +142,27 @@ def test_sampled_actions_respect_the_mask(api):
     assert len(set(actions)) == 3  # sampled, not one greedy choice
 
 
+def test_media_type_head_nesting_and_booleans(api):
+    body = encode({"observations": {"agent_0": ZERO18}})
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+        reply = api.route("POST", act_path(MPE_NAME), body, content_type)
+        assert reply.status == 415 and "application/json" in reply.payload["error"]
+    ok = api.route("POST", act_path(MPE_NAME), body, "application/json; charset=utf-8")
+    assert not isinstance(ok, Reply)
+    assert api.answer("HEAD", "/healthz", b"").status == 200
+    assert api.answer("HEAD", act_path(MPE_NAME), b"").status == 405
+    deep = b'{"observations": {"agent_0": ' + b"[" * 10_000 + b"]" * 10_000 + b"}}"
+    reply = api.answer("POST", act_path(MPE_NAME), deep)
+    assert reply.status == 400 and "nested 10002 deep" in reply.payload["error"]
+    for bad in ([True] + ZERO18[1:], ZERO18[:-1] + [False]):
+        reply = api.answer("POST", act_path(MPE_NAME), encode({"observations": {"agent_0": bad}}))
+        assert reply.status == 400 and "not true/false" in reply.payload["error"]
+    flag = encode({"observations": {"agent_0": ZERO18}, "explore": True})
+    assert api.answer("POST", act_path(MPE_NAME), flag).status == 200
+    swapped = b'{"observations": {"agent_0": [true' + b", 0" * 17 + b']}, "explore": 1}'
+    assert api.answer("POST", act_path(MPE_NAME), swapped).status == 400
+
+
 # ---------------------------------------------------------------- Ray Serve, in this session
 @pytest.fixture(scope="module")
 def served(runs):
@@ -151,7 +172,9 @@ def served(runs):
 
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    args = ServeArgs(runs=[str(runs[MPE]), f"grid={runs[MASKED]}"], replica_cpus=0.5)
+    args = ServeArgs(
+        runs=[str(runs[MPE]), f"grid={runs[MASKED]}"], replica_cpus=0.5, body_timeout_s=2.0
+    )
     serve.run(build_app(args.model_dump()), name=APP_NAME, route_prefix="/")
     yield f"http://127.0.0.1:{port}"
     serve.shutdown()
@@ -176,6 +199,39 @@ def test_every_bad_input_is_the_same_4xx_over_http(served):
             got, data = c.request("POST", act_path(names[name]), encode(body))
             assert got == status and words in json.loads(data)["error"], (name, body, data)
         assert c.request("GET", act_path("grid"))[0] == 405
+
+
+def raw_request(url: str, head: bytes, body: bytes, wait_s: float) -> bytes:
+    """Sends ``head`` and ``body`` over a raw loopback socket and reads the answer for at most
+    ``wait_s`` seconds."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
+        sock.sendall(head + body)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
+        return data
+
+
+def test_slow_and_oversized_bodies_are_refused(served):
+    path = act_path(MPE_NAME).encode()
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    t0 = time.perf_counter()
+    answer = raw_request(served, head + b"Content-Length: 100\r\n\r\n", b'{"obs', wait_s=20)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.perf_counter() - t0 < 15
+    answer = raw_request(served, head + b"Content-Length: 1000000000\r\n\r\n", b"", wait_s=20)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    with PolicyClient(served) as c:  # the server still answers
+        assert c.act(MPE_NAME, {"agent_0": ZERO18})["agent_0"] in range(5)
 
 
 def test_concurrent_requests_are_answered_each_with_its_own_mask(served):
