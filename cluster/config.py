@@ -99,6 +99,8 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value}")
+        if not 0 <= self.seed < 2**31:
+            raise ConfigError(f"seed must be in [0, 2**31), got {self.seed}")
         for name in ("env_runners", "learners", "gpus_per_learner"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -6,6 +6,7 @@ arena serve RUN [NAME=RUN ...] [--host 127.0.0.1] [--port 8000]
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -48,6 +49,10 @@ def haproxy_env(port: int) -> dict[str, str]:
     # HAProxy caps its socket path at 97 characters and Ray nests a 56-character hash under
     # the base, so the base is short; own ports, as the defaults may be taken on a shared host.
     base = f"/tmp/ahp{port}"
+    # Ray's HAProxy makes its admin socket world-writable (mode 666): a folder only its owner
+    # may enter keeps other users away from it.
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    os.chmod(base, 0o700)
     return {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{base}/haproxy.cfg",

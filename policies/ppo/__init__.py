@@ -82,7 +82,7 @@ class PPOSettings:
             "kl_coeff": self.kl_coeff >= 0,
             "grad_clip": self.grad_clip > 0,
             "train_batch_size": self.train_batch_size > 0,
-            "minibatch_size": 0 < self.minibatch_size,
+            "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
             "num_epochs": self.num_epochs > 0,
             "num_envs_per_env_runner": self.num_envs_per_env_runner > 0,
         }
@@ -93,7 +93,8 @@ class PPOSettings:
         if bad:
             raise ValueError(
                 f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
-                "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1])"
+                "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1], "
+                "minibatch_size <= train_batch_size)"
             )
 
 

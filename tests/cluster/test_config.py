@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from cluster.config import ConfigError, TrainConfig, apply_overrides
@@ -51,6 +53,29 @@ def test_out_of_range_values_and_env_args_are_errors():
         cfg.validate()
     cfg = TrainConfig(env="mpe/simple_spread-v3", env_args={"speed": 2})
     with pytest.raises(ValueError, match="allowed: .*max_cycles"):
+        cfg.validate()
+
+
+@pytest.mark.parametrize(
+    "pair, words",
+    [
+        ("lr=.inf", "not finite"),
+        ("lr=.nan", "not finite"),
+        ("grad_clip=-1", "grad_clip=-1.0"),
+        ("vf_clip_param=-1", "vf_clip_param=-1.0"),
+        ("kl_coeff=-0.1", "kl_coeff=-0.1"),
+        ("minibatch_size=5000", "minibatch_size=5000"),
+        ("seed=-1", "seed must be in"),
+        ("seed=4294967296", "seed must be in"),
+        ("learners=-1", "learners must be >= 0"),
+        ("policies=mine", "policies must be one of"),
+        ("model.max_seq_len=0", "model.max_seq_len=0"),
+    ],
+)
+def test_values_out_of_range_are_refused_before_training(pair, words):
+    cfg = TrainConfig(env="mpe/simple_spread-v3")
+    apply_overrides(cfg, [pair])
+    with pytest.raises(ConfigError, match=re.escape(words)):
         cfg.validate()
 
 

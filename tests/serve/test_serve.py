@@ -367,6 +367,24 @@ def test_bounded_load_has_no_5xx_and_loses_no_request(cli_server):
     assert counts == {"ok": sent}, counts
 
 
+def test_haproxy_front_drops_slow_bodies_and_keeps_short_timeouts(cli_server):
+    proc, url, _ = cli_server
+    port = url.rsplit(":", 1)[1]
+    base = Path(f"/tmp/ahp{port}")
+    config = next(base.rglob("haproxy.cfg")).read_text()
+    assert "timeout client 30s" in config and "timeout server 60s" in config
+    # HAProxy makes its admin socket mode 666; the folder around it admits its owner only.
+    assert "admin.sock" in config and base.stat().st_mode & 0o077 == 0
+    path = act_path(MPE_NAME).encode()
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    t0 = time.perf_counter()
+    answer = raw_request(url, head + b"Content-Length: 100\r\n\r\n", b'{"obs', wait_s=40)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert time.perf_counter() - t0 < 35
+    answer = raw_request(url, head + b"Content-Length: 1000000000\r\n\r\n", b"", wait_s=40)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
 def test_killed_replica_is_replaced_and_traffic_continues(cli_server):
     proc, url, _ = cli_server
     before = replica_pids(proc.pid)
