@@ -19,6 +19,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -168,11 +169,11 @@ def _coerce(name: str, annotation: Any, value: Any) -> Any:
     if origin is list:
         (item,) = typing.get_args(annotation)
         if not isinstance(value, list):
-            raise ConfigError(f"{name} must be a list of {item.__name__}, got {value!r}")
+            raise ConfigError(f"{name} must be a list of {item.__name__}, got {shorten(value)}")
         return [_coerce(name, item, v) for v in value]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{name} must be a mapping, got {value!r}")
+            raise ConfigError(f"{name} must be a mapping, got {shorten(value)}")
         return value
     if annotation is float and isinstance(value, str):
         try:  # PyYAML reads 1e-3 (no dot) as a string
@@ -182,13 +183,13 @@ def _coerce(name: str, annotation: Any, value: Any) -> Any:
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation is bool and not isinstance(value, bool):
-        raise ConfigError(f"{name} must be true or false, got {value!r}")
+        raise ConfigError(f"{name} must be true or false, got {shorten(value)}")
     if annotation is int and isinstance(value, bool):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
+        raise ConfigError(f"{name} must be an integer, got {shorten(value)}")
     if dataclasses.is_dataclass(annotation):
         raise ConfigError(f"{name} is a group of settings; set its keys as {name}.KEY=VALUE")
     if not isinstance(value, annotation):
-        raise ConfigError(f"{name} must be {annotation.__name__}, got {value!r}")
+        raise ConfigError(f"{name} must be {annotation.__name__}, got {shorten(value)}")
     return value
 
 
@@ -237,15 +238,56 @@ def apply_overrides(cfg: TrainConfig, pairs: list[str]) -> None:
         if not sep or not key:
             raise ConfigError(f"--set takes key=value, got {pair!r}")
         try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {key}: cannot read value {raw!r}: {e}") from None
+            value = yaml.load(raw, Loader=_NoAliases)  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {key}: cannot read value {shorten(raw)}") from None
         set_value(cfg, key.strip(), value)
 
 
-def load_yaml(path: str) -> TrainConfig:
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+class _NoAliases(yaml.SafeLoader):
+    """``yaml.safe_load`` without anchors and aliases: a 1 KB alias bomb expands to gigabytes,
+    and no Arena config needs them."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise ConfigError(f"YAML aliases are not allowed (line {mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
+def shorten(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A config file's mapping; an unreadable, oversized, non-UTF-8, aliased or non-mapping
+    file is a :class:`ConfigError` naming it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: {len(raw)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+    try:
+        data = yaml.load(raw.decode("utf-8"), Loader=_NoAliases)  # noqa: S506 - a SafeLoader
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0][:120]})") from None
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys")
-    return TrainConfig.from_dict(data)
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def load_yaml(path: str) -> TrainConfig:
+    return TrainConfig.from_dict(read_config_file(path))

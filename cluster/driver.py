@@ -79,9 +79,14 @@ def latest_checkpoint(run: Path) -> Path:
 
 
 def load_config(run: Path) -> TrainConfig:
+    from cluster.config import read_config_file
+
     if not (run / "config.yaml").exists():
         raise RunError(f"{run} is not a run directory (no config.yaml)")
-    return TrainConfig.from_dict(yaml.safe_load((run / "config.yaml").read_text()))
+    try:
+        return TrainConfig.from_dict(read_config_file(run / "config.yaml"))
+    except ConfigError as e:
+        raise RunError(f"{run / 'config.yaml'}: {e}") from None
 
 
 def _num(x: Any) -> float:
@@ -236,6 +241,8 @@ def train(
         gpus_per_learner=cfg.gpus_per_learner,
     )
     modules = list(algo_config.rl_module_spec.rl_module_specs)
+    if not (address or os.environ.get("RAY_ADDRESS")):
+        check_fits(cfg, runtime.local_resources())
     runtime.connect(address)
     algo = algo_config.build_algo()
     if resume:
@@ -260,8 +267,11 @@ def train(
                 win="",
                 mods="",
             )
+            faults = FaultWatch(algo, progress.console)
             while (it < cfg.iterations) if cfg.iterations else (steps < target_steps):
                 result = algo.train()
+                if not faults.counts(result):
+                    continue
                 it += 1
                 row = metrics_row(result, it, time.perf_counter() - t0, modules)
                 steps = row["env_steps"]
@@ -292,6 +302,65 @@ def train(
         log.close()
         algo.stop()
     return run
+
+
+def check_fits(cfg: TrainConfig, resources: dict) -> None:
+    """Refuses, before Ray starts, a run the embedded Ray could never schedule (it would wait
+    for CPUs or GPUs forever): each EnvRunner takes a CPU, each Learner a CPU or its GPUs."""
+    cpus = cfg.env_runners + (cfg.learners if cfg.gpus_per_learner == 0 else 0)
+    gpus = cfg.learners * cfg.gpus_per_learner
+    have_cpus = resources.get("num_cpus", 0)
+    if "num_gpus" in resources:
+        have_gpus = resources["num_gpus"]
+    else:  # what Ray would detect
+        import torch
+
+        have_gpus = torch.cuda.device_count()
+    if cpus > have_cpus:
+        raise RunError(
+            f"--env-runners {cfg.env_runners} and --learners {cfg.learners} need {cpus} CPUs; "
+            f"this machine has {have_cpus} (the driver samples and learns itself with 0 of each)"
+        )
+    if gpus > have_gpus:
+        raise RunError(
+            f"--learners {cfg.learners} x --gpus-per-learner {cfg.gpus_per_learner} "
+            f"need {gpus:g} GPUs; this machine has {have_gpus}"
+        )
+
+
+class FaultWatch:
+    """Says when RLlib restarted a lost EnvRunner, and keeps iterations that sampled nothing
+    (all EnvRunners lost) from counting toward ``--iterations``."""
+
+    MAX_EMPTY = 10
+
+    def __init__(self, algo, console):
+        self.group, self.console = algo.env_runner_group, console
+        self.restarts = self._restarts()
+        self.empty = 0
+
+    def _restarts(self) -> int:
+        return self.group.num_remote_worker_restarts() if self.group is not None else 0
+
+    def counts(self, result: dict) -> bool:
+        """Whether this iteration trained on samples (and so counts)."""
+        now = self._restarts()
+        if now > self.restarts:
+            self.console.print(
+                f"arena: an EnvRunner was lost and restarted ({now} restart(s) so far)"
+            )
+            self.restarts = now
+        sampled = _num(result.get("env_runners", {}).get("num_env_steps_sampled", 0))
+        if sampled > 0:
+            self.empty = 0
+            return True
+        self.empty += 1
+        if self.empty >= self.MAX_EMPTY:
+            raise RunError(
+                f"{self.MAX_EMPTY} iterations in a row sampled nothing: the EnvRunners keep "
+                "failing (their logs are in Ray's session folder)"
+            )
+        return False
 
 
 def module_returns_text(row: dict, modules: list[str]) -> str:

@@ -1,10 +1,18 @@
 """One place that connects to Ray: an embedded local Ray sized for this machine (the default)
-or an existing cluster given by ``--address`` / ``RAY_ADDRESS``."""
+or an existing cluster given by ``--address`` / ``RAY_ADDRESS``.
+
+The embedded Ray requires a token: its GCS, raylet and dashboard agent listen on more than
+the loopback interface (Ray binds them to the node's address), so without one any process that
+reaches the machine could join as a driver or submit a job and run code. Each session makes a
+fresh random token (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``) that only this process and the
+workers it starts know; what Ray lets us bind to 127.0.0.1 (the dashboard) is bound there.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import tempfile
 
 # Set before Ray (and torch) start threads; workers inherit them through the runtime env.
@@ -19,6 +27,18 @@ def local_resources() -> dict:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"num_cpus": cpus or 1, "object_store_memory": int(min(OBJECT_STORE_CAP, 0.1 * mem))}
+
+
+def require_token(token: str) -> None:
+    """Token authentication with ``token`` for the Ray this process starts next (Ray's own
+    processes inherit it from the environment). Ray reads the mode into a cached config when
+    it is imported, so the cache is refreshed here, as Ray's own ``_enable_token_auth`` does."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = token
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def connect(
@@ -51,8 +71,7 @@ def connect(
         if address:
             ray.init(address=address, **common)
         else:
-            # The embedded Ray listens on 127.0.0.1 for this process alone: no token.
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            require_token(secrets.token_hex(32))
             res = local_resources()
             if num_cpus is not None:
                 res["num_cpus"] = num_cpus

@@ -84,7 +84,9 @@ class PPOSettings:
             "train_batch_size": self.train_batch_size > 0,
             "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
             "num_epochs": self.num_epochs > 0,
-            "num_envs_per_env_runner": self.num_envs_per_env_runner > 0,
+            # More envs than a batch has env steps would sample nothing useful (and allocate
+            # rollout buffers for every one of them).
+            "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
         }
         bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
         if not finite:
@@ -94,7 +96,7 @@ class PPOSettings:
             raise ValueError(
                 f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
                 "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1], "
-                "minibatch_size <= train_batch_size)"
+                "minibatch_size and num_envs_per_env_runner <= train_batch_size)"
             )
 
 

@@ -99,3 +99,26 @@ def test_switching_algorithm_keeps_common_settings_and_v1_configs_load():
     assert old.settings.lr == 3e-4 and old.settings.model.hidden == [32]
     with pytest.raises(ConfigError, match="settings for 'ippo' but the algorithm is 'mappo'"):
         TrainConfig.from_dict({"env": "mpe/simple_spread-v3", "algo": "mappo", "ippo": {}})
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"a: &x [1, 2]\nb: [*x, *x]\n", "YAML aliases are not allowed"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (b"- 1\n- 2\n", "expected a mapping of config keys, got list"),
+        (b"env: [\n", "not valid YAML"),
+        (b"env: mpe/simple_spread-v3\nmappo: 5\n", "'mappo' must be a mapping"),
+        (b"env: mpe/simple_spread-v3\n" + b"#" * (1024 * 1024 + 1), "a config is at most"),
+    ],
+)
+def test_bad_config_files_are_one_line_naming_the_file(tmp_path, content, words):
+    from cluster.config import load_yaml
+
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(words)) as e:
+        load_yaml(str(path))
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300
+    if words != "'mappo' must be a mapping":
+        assert str(path) in str(e.value)

@@ -1,0 +1,83 @@
+"""The embedded Ray of a training run refuses a foreign driver and a foreign job submission."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+TRAINER = """
+import json, sys
+from cluster import runtime
+runtime.connect(num_cpus=1, dashboard=True, temp_dir=sys.argv[1])
+import ray
+from policies import algorithm
+ctx = ray.get_runtime_context()
+node = ray._private.worker.global_worker.node
+print(json.dumps({"gcs": ctx.gcs_address, "dashboard": node.address_info["webui_url"],
+                  "agent": f"{node.node_ip_address}:{node.dashboard_agent_listen_port}"}), flush=True)
+info = algorithm.get("ippo")
+s = info.settings(train_batch_size=256, minibatch_size=128, num_epochs=1, num_envs_per_env_runner=4)
+algo = info.build("mpe/simple_spread-v3", s).build_algo()
+for _ in range(200):
+    algo.train()
+"""
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env["RAY_AUTH_MODE"] = "disabled"  # what the user had: the run must not inherit it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TRAINER, str(tmp_path_factory.mktemp("ray"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
+    line = proc.stdout.readline()
+    assert line, "the training process did not start"
+    yield json.loads(line)
+    proc.kill()
+    proc.wait()
+
+
+def foreign_env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+
+
+@pytest.mark.parametrize("mode", ["disabled", "token"])
+def test_a_foreign_driver_is_refused(training, mode):
+    code = f"import ray; ray.init(address={training['gcs']!r}); print('JOINED')"
+    env = {**foreign_env(), "RAY_AUTH_MODE": mode}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0 and "JOINED" not in out.stdout
+
+
+@pytest.mark.parametrize("which", ["dashboard", "agent"])
+def test_a_foreign_job_submission_is_refused(training, which):
+    body = json.dumps({"entrypoint": "echo pwned"}).encode()
+    req = urllib.request.Request(
+        f"http://{training[which]}/api/jobs/",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    deadline = time.monotonic() + 60
+    while True:  # the agent may still be starting: wait for it to answer at all
+        try:
+            urllib.request.urlopen(req, timeout=30)
+            pytest.fail(f"the {which} accepted a job without a token")
+        except urllib.error.HTTPError as e:
+            assert e.code in (401, 403), e
+            return
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
