@@ -4,7 +4,7 @@
     arena train ENV --algo {ippo,mappo} [--timesteps N | --iterations N] [--env-runners N]
                 [--policies auto|shared|per_group|per_agent] [--learners N]
                 [--gpus-per-learner G] [--address A] [--out DIR] [--name NAME] [--seed S]
-                [--config FILE] [--set key=value ...] [--resume RUN]
+                [--config FILE] [--set key=value ...] [--resume RUN [--checkpoint iter_N]]
     arena eval RUN [--episodes N] [--render out.gif] [--explore] [--random MODULE] [--json]
     arena demo [--minutes M]
     arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
@@ -84,11 +84,43 @@ def cmd_train(args) -> int:
     from cluster.config import TrainConfig, apply_overrides, load_yaml
 
     if args.resume:
+        fixed = [
+            flag
+            for flag, value in (
+                ("ENV", args.env),
+                ("--algo", args.algo),
+                ("--seed", args.seed),
+                ("--config", args.config),
+                ("--set", args.set),
+                ("--policies", args.policies),
+                ("--learners", args.learners),
+                ("--gpus-per-learner", args.gpus_per_learner),
+                ("--name", args.name),
+            )
+            if value is not None
+        ]
+        if fixed:
+            raise driver.ConfigError(
+                f"--resume continues a run as it was configured; {', '.join(fixed)} cannot "
+                "change it (with --resume: --iterations/--timesteps, --env-runners, --address, "
+                "--checkpoint)"
+            )
         more = {k: getattr(args, k) for k in ("iterations", "timesteps") if getattr(args, k)}
-        run = driver.train(None, resume=args.resume, address=args.address, more=more)
+        if args.env_runners is not None:
+            more["env_runners"] = args.env_runners
+        run = driver.train(
+            None,
+            resume=args.resume,
+            address=args.address,
+            more=more,
+            checkpoint=args.checkpoint,
+            curve_every=args.curve_every,
+        )
     else:
         if not args.env:
             raise driver.ConfigError("train needs an ENV id (or --resume RUN)")
+        if args.checkpoint:
+            raise driver.ConfigError("--checkpoint picks the checkpoint of --resume RUN")
         cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
         cfg.env = args.env
         if args.algo is not None:
@@ -226,6 +258,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML file of config keys")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     t.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
+    t.add_argument(
+        "--checkpoint", metavar="iter_N", help="with --resume: the checkpoint to continue from"
+    )
     t.add_argument("--curve-every", type=int, default=0, help="print a line every K iterations")
     t.set_defaults(func=cmd_train)
 

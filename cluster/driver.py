@@ -15,10 +15,12 @@ checkpoint and the metrics up to it; ``--resume`` goes on from there.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -130,6 +132,25 @@ def metrics_row(result: dict, it: int, elapsed: float, modules: list[str]) -> di
     return row
 
 
+def read_metrics(path: Path, up_to: int) -> list[dict]:
+    """The rows of ``metrics.csv`` up to iteration ``up_to``; rows that do not parse (a
+    damaged file) are dropped with one warning line."""
+    rows, dropped = [], 0
+    try:
+        with path.open(newline="", errors="replace") as f:
+            for r in csv.DictReader(f):
+                it = str(r.get("iteration") or "")
+                if it.isdigit() and int(it) <= up_to:
+                    rows.append(r)
+                elif not it.isdigit():
+                    dropped += 1
+    except csv.Error:
+        dropped += 1
+    if dropped:
+        print(f"arena: warning: {path}: dropped {dropped} unreadable row(s)", file=sys.stderr)
+    return rows
+
+
 class MetricsLog:
     """``metrics.csv`` (rewritten atomically each iteration) plus TensorBoard scalars (every
     row column, and every scalar learner metric as ``learner/<module>/<name>``)."""
@@ -139,10 +160,7 @@ class MetricsLog:
         self.columns = columns
         self.rows: list[dict] = []
         if resume_iteration and self.path.exists():
-            with self.path.open() as f:
-                self.rows = [
-                    r for r in csv.DictReader(f) if int(r["iteration"]) <= resume_iteration
-                ]
+            self.rows = read_metrics(self.path, resume_iteration)
         from torch.utils.tensorboard import SummaryWriter
 
         self.tb = SummaryWriter(str(run / "tb"), purge_step=resume_iteration + 1 or None)
@@ -169,7 +187,7 @@ class MetricsLog:
 def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path:
     """RLlib's checkpoint (for resume) plus each module's plain weights in ``weights/`` (for
     eval and serve, which never unpickle) and ``arena.json`` (iteration, env steps, and the
-    size and sha256 of every weights file)."""
+    size and sha256 of every file, so a damaged checkpoint is found before it is loaded)."""
     from policies.inference import WEIGHTS_DIR, save_weights
 
     ckdir = run / "checkpoints"
@@ -178,8 +196,8 @@ def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path
     tmp = ckdir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(str(tmp.resolve()))
-    files = save_weights(algo.learner_group.get_weights(), tmp / WEIGHTS_DIR)
-    meta = {"iteration": it, "env_steps": env_steps, "files": files}
+    save_weights(algo.learner_group.get_weights(), tmp / WEIGHTS_DIR)
+    meta = {"iteration": it, "env_steps": env_steps, "files": file_digests(tmp)}
     (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
     final = ckdir / name
     shutil.rmtree(final, ignore_errors=True)
@@ -198,11 +216,13 @@ def train(
     address: str | None = None,
     resume: str | None = None,
     more: dict[str, int] | None = None,
+    checkpoint: str | None = None,
     console=None,
     curve_every: int = 0,
 ) -> Path:
-    """Trains ``cfg`` (or resumes the run directory ``resume``, optionally with a new target
-    ``more={"iterations": N}`` or ``{"timesteps": N}``); returns the run directory."""
+    """Trains ``cfg`` (or resumes the run directory ``resume`` from ``checkpoint`` or its
+    newest sound checkpoint, optionally with a new target ``more={"iterations": N}`` or
+    ``{"timesteps": N}`` and other ``env_runners``); returns the run directory."""
     from rich.console import Console
 
     from cluster import runtime
@@ -212,12 +232,13 @@ def train(
     start_it, start_steps = 0, 0
     if resume:
         run = Path(resume)
-        ckpt = latest_checkpoint(run)
         cfg = load_config(run)
-        for key, value in (more or {}).items():  # a resumed run may be given a new target
+        ckpt, meta = resume_checkpoint(run, checkpoint)
+        for key, value in (more or {}).items():  # a new target, or other EnvRunners
             setattr(cfg, key, value)
-            setattr(cfg, "timesteps" if key == "iterations" else "iterations", None)
-        meta = json.loads((ckpt / "arena.json").read_text())
+            if key in ("iterations", "timesteps"):
+                setattr(cfg, "timesteps" if key == "iterations" else "iterations", None)
+        cfg.validate()
         start_it, start_steps = meta["iteration"], meta["env_steps"]
     else:
         cfg.validate()
@@ -252,7 +273,8 @@ def train(
         )
     log = MetricsLog(run, columns_for(modules), start_it)
     it, steps = start_it, start_steps
-    t0 = time.perf_counter() - (float(log.rows[-1]["time_s"]) if log.rows else 0.0)
+    elapsed = _num(log.rows[-1].get("time_s")) if log.rows else 0.0
+    t0 = time.perf_counter() - (elapsed if math.isfinite(elapsed) else 0.0)
     try:
         with _progress(console) as progress:
             total = cfg.iterations if cfg.iterations else target_steps
@@ -268,12 +290,14 @@ def train(
                 mods="",
             )
             faults = FaultWatch(algo, progress.console)
+            nan_watch = NanWatch([m for m in modules if m not in cfg.frozen])
             while (it < cfg.iterations) if cfg.iterations else (steps < target_steps):
                 result = algo.train()
                 if not faults.counts(result):
                     continue
                 it += 1
                 row = metrics_row(result, it, time.perf_counter() - t0, modules)
+                nan_watch.check(row, run)
                 steps = row["env_steps"]
                 log.add(row, learner_scalars(result))
                 mods = module_returns_text(row, modules)
@@ -326,6 +350,26 @@ def check_fits(cfg: TrainConfig, resources: dict) -> None:
             f"--learners {cfg.learners} x --gpus-per-learner {cfg.gpus_per_learner} "
             f"need {gpus:g} GPUs; this machine has {have_gpus}"
         )
+
+
+class NanWatch:
+    """Stops a run whose trained modules' losses have not been finite for ``PATIENCE``
+    iterations in a row (it would only write NaN weights from then on)."""
+
+    PATIENCE = 3
+
+    def __init__(self, trained: list[str]):
+        self.trained, self.bad = trained, 0
+
+    def check(self, row: dict, run: Path) -> None:
+        losses = [_num(row.get(f"{m}/policy_loss")) for m in self.trained]
+        self.bad = self.bad + 1 if losses and not any(map(math.isfinite, losses)) else 0
+        if self.bad >= self.PATIENCE:
+            raise RunError(
+                f"losses were not finite for {self.PATIENCE} iterations (a learning rate too "
+                f"high?); stopped before checkpointing broken weights; {run} keeps its last "
+                "checkpoint"
+            )
 
 
 class FaultWatch:
@@ -485,28 +529,82 @@ def random_actor(env_id: str, env_args: dict, seed: int):
     return act
 
 
-def verify_weights(ckpt: Path) -> None:
-    """Checks the checkpoint's weights files against the sizes and hashes in ``arena.json``."""
-    import hashlib
+def file_digests(root: Path) -> dict[str, dict]:
+    """Size and sha256 of every file under ``root``, by relative path."""
+    out = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "arena.json"):
+        out[str(path.relative_to(root))] = {
+            "bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+    return out
 
+
+def checkpoint_meta(ckpt: Path) -> dict:
+    """``arena.json`` of ``ckpt``, checked: iteration and env steps as integers; every file it
+    records present with its size and hash. Anything else is a :class:`RunError` naming it."""
     try:
         meta = json.loads((ckpt / "arena.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunError(f"{ckpt / 'arena.json'} is damaged ({type(e).__name__})") from None
-    files = meta.get("files") if isinstance(meta, dict) else None
+        raise RunError(
+            f"{ckpt / 'arena.json'} is missing or damaged ({type(e).__name__})"
+        ) from None
+    ok = isinstance(meta, dict) and all(
+        isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool) and meta[k] >= 0
+        for k in ("iteration", "env_steps")
+    )
+    if not ok:
+        raise RunError(f"{ckpt / 'arena.json'} lacks a valid iteration and env_steps")
+    files = meta.get("files")
+    if files is None:
+        return meta  # written before files were recorded: the loaders' own checks still apply
     if not isinstance(files, dict):
-        return  # written before the files were recorded: torch.load's checks still apply
+        raise RunError(f"{ckpt / 'arena.json'}: 'files' is not a mapping")
     for rel, want in files.items():
         path = ckpt / rel
         data = path.read_bytes() if path.is_file() else None
         if (
             data is None
+            or not isinstance(want, dict)
             or len(data) != want.get("bytes")
-            or (hashlib.sha256(data).hexdigest() != want.get("sha256"))
+            or hashlib.sha256(data).hexdigest() != want.get("sha256")
         ):
             raise RunError(
                 f"{path} is missing or damaged (its size or hash differs from arena.json)"
             )
+    return meta
+
+
+def verify_weights(ckpt: Path) -> None:
+    """Checks a checkpoint before its weights are loaded (see :func:`checkpoint_meta`)."""
+    checkpoint_meta(ckpt)
+
+
+def resume_checkpoint(run: Path, name: str | None) -> tuple[Path, dict]:
+    """The checkpoint to resume: ``name`` (``iter_N``) if given, else the newest one that
+    verifies; a damaged newer one is skipped with one warning line."""
+    ckdir = run / "checkpoints"
+    if name is not None:
+        ckpt = ckdir / name
+        if not ckpt.is_dir():
+            have = sorted(p.name for p in ckdir.glob("iter_*")) if ckdir.is_dir() else []
+            raise RunError(f"{run} has no checkpoint {name!r}; it has {have or 'none'}")
+        return ckpt, checkpoint_meta(ckpt)
+    latest = latest_checkpoint(run).name
+    candidates = sorted((p for p in ckdir.glob("iter_*") if p.name <= latest), reverse=True)
+    problems = []
+    for ckpt in candidates:
+        try:
+            meta = checkpoint_meta(ckpt)
+        except RunError as e:
+            problems.append(str(e))
+            continue
+        if problems:
+            print(
+                f"arena: warning: {problems[0]}; resuming from {ckpt.name} instead", file=sys.stderr
+            )
+        return ckpt, meta
+    raise RunError(problems[0] if problems else f"{run} has no checkpoint to resume")
 
 
 def module_specs(run: str | Path):

@@ -117,10 +117,11 @@ def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
     """The :class:`PolicySpec` of a run directory's newest checkpoint (builds the env once for
     its spaces; the server itself never builds an env)."""
     import envs
-    from cluster.driver import latest_checkpoint, load_config, module_specs
+    from cluster.driver import latest_checkpoint, load_config, module_specs, verify_weights
 
     run = Path(run)
     ckpt = latest_checkpoint(run)
+    verify_weights(ckpt)  # a damaged run fails here, before Ray starts
     cfg = load_config(run)
     env = envs.make(cfg.env, **cfg.env_args)
     agents = tuple(env.possible_agents)

@@ -79,6 +79,31 @@ def test_train_eval_resume_eval(tmp_path):
     proc = arena("eval", str(run), "--episodes", "2", "--json")
     assert json.loads(proc.stdout)["checkpoint"] == "iter_000005"
 
+    # A damaged newest checkpoint (and a garbage metrics row) are skipped with a warning.
+    assert sorted(p.name for p in (run / "checkpoints").glob("iter_*")) == [
+        "iter_000003",
+        "iter_000004",
+        "iter_000005",
+    ]
+    weights = run / "checkpoints/iter_000005/weights/shared.pt"
+    weights.write_bytes(b"\0" * weights.stat().st_size)
+    with (run / "metrics.csv").open("a") as f:
+        f.write("garbage,\xff,row\n")
+    proc = arena("train", "--resume", str(run), "--iterations", "6")
+    assert "iter_000005/weights/shared.pt is missing or damaged" in proc.stdout + proc.stderr
+    assert "resuming from iter_000004 instead" in proc.stdout + proc.stderr
+    assert "dropped 1 unreadable row" in proc.stderr
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5, 6]
+    # --resume continues a run as configured: what would change it is refused.
+    for extra, words in (
+        (["--set", "lr=1"], "--set cannot change it"),
+        (["--seed", "3"], "--seed cannot change it"),
+        (["--checkpoint", "iter_000099"], "has no checkpoint 'iter_000099'"),
+    ):
+        proc = arena("train", "--resume", str(run), *extra, check=False)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+
 
 def test_envs_lists_every_id_as_json():
     import envs

@@ -95,3 +95,17 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
     assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5, 6]
     steps = [int(r["env_steps"]) for r in rows]
     assert all(b > a for a, b in zip(steps[:-1], steps[1:], strict=True)), steps
+
+
+def test_losses_that_stay_nan_stop_the_run(tmp_path):
+    watch = driver.NanWatch(["adversary"])  # the frozen "agent" module is not watched
+    nan = float("nan")
+    row = {"adversary/policy_loss": nan, "agent/policy_loss": nan}
+    watch.check({"adversary/policy_loss": 0.1, "agent/policy_loss": nan}, tmp_path)
+    watch.check(row, tmp_path)
+    watch.check(row, tmp_path)
+    watch.check({"adversary/policy_loss": 0.2}, tmp_path)  # a finite loss resets the count
+    for _ in range(2):
+        watch.check(row, tmp_path)
+    with pytest.raises(RunError, match="not finite for 3 iterations"):
+        watch.check({"adversary/policy_loss": float("inf")}, tmp_path)
