@@ -86,9 +86,11 @@ def load_config(run: Path) -> TrainConfig:
     if not (run / "config.yaml").exists():
         raise RunError(f"{run} is not a run directory (no config.yaml)")
     try:
-        return TrainConfig.from_dict(read_config_file(run / "config.yaml"))
+        cfg = TrainConfig.from_dict(read_config_file(run / "config.yaml"))
+        cfg.validate()
     except ConfigError as e:
         raise RunError(f"{run / 'config.yaml'}: {e}") from None
+    return cfg
 
 
 def _num(x: Any) -> float:
@@ -245,8 +247,6 @@ def train(
         run = run_dir_for(cfg, out, name)
         if run.exists() and any(run.iterdir()):
             raise RunError(f"{run} exists already; pick another --name or use --resume {run}")
-        run.mkdir(parents=True, exist_ok=True)
-        write_atomic(run / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
 
     info = algorithms.get(cfg.algo)
@@ -264,6 +264,9 @@ def train(
     modules = list(algo_config.rl_module_spec.rl_module_specs)
     if not (address or os.environ.get("RAY_ADDRESS")):
         check_fits(cfg, runtime.local_resources())
+    if not resume:  # everything is checked: only now does the run directory appear
+        run.mkdir(parents=True, exist_ok=True)
+        write_atomic(run / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     runtime.connect(address)
     algo = algo_config.build_algo()
     if resume:

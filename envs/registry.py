@@ -41,6 +41,8 @@ class EnvSpec:
         vector: optional class of a vectorised core, built as
             ``vector(num_envs=B, **kwargs, **cfg)``.
         description: one line for ``arena envs``.
+        validate: optional ``validate(cfg)`` raising ValueError for values the factory would
+            accept but cannot mean (a negative episode length).
     """
 
     id: str
@@ -48,6 +50,7 @@ class EnvSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     vector: Callable[..., Any] | None = None
     description: str = ""
+    validate: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def family(self) -> str:
@@ -69,6 +72,7 @@ def register(
     *,
     vector: Callable[..., Any] | None = None,
     description: str = "",
+    validate: Callable[[dict[str, Any]], None] | None = None,
     **kwargs: Any,
 ) -> None:
     """Registers one env id. Registering the same id twice is an error."""
@@ -76,7 +80,7 @@ def register(
         raise EnvError(f"env id {id!r} does not read 'family/name-vN'")
     if id in _REGISTRY:
         raise EnvError(f"env id {id!r} is already registered")
-    _REGISTRY[id] = EnvSpec(id, factory, dict(kwargs), vector, description)
+    _REGISTRY[id] = EnvSpec(id, factory, dict(kwargs), vector, description, validate)
 
 
 def _load_families() -> None:
@@ -115,6 +119,11 @@ def check_args(env_spec: EnvSpec, cfg: dict[str, Any]) -> None:
             f"{env_spec.id} takes no argument {', '.join(unknown)}; "
             f"allowed: {', '.join(allowed) or 'none'}"
         )
+    if env_spec.validate is not None:
+        try:
+            env_spec.validate(cfg)
+        except ValueError as e:
+            raise EnvError(f"{env_spec.id}: {e}") from None
 
 
 def make(id: str, **cfg: Any) -> ParallelEnv:

@@ -55,10 +55,17 @@ class ModelSettings:
         self.hidden = [64, 64] if self.hidden is None else self.hidden
         self.conv_channels = [16, 32] if self.conv_channels is None else self.conv_channels
 
+    MAX_LAYER = 16384
+    MAX_HIDDEN_WEIGHTS = 50_000_000
+
     def problems(self) -> list[str]:
         bad = []
-        if not self.hidden or any(h <= 0 for h in self.hidden):
-            bad.append(f"model.hidden={self.hidden!r} (positive layer sizes)")
+        if not self.hidden or any(h <= 0 or h > self.MAX_LAYER for h in self.hidden):
+            bad.append(f"model.hidden={self.hidden!r} (layer sizes in 1..{self.MAX_LAYER})")
+        elif sum(a * b for a, b in zip(self.hidden[:-1], self.hidden[1:], strict=True)) > (
+            self.MAX_HIDDEN_WEIGHTS
+        ):  # actor and critic each: refuse what would take gigabytes before allocating it
+            bad.append(f"model.hidden={self.hidden!r} (over {self.MAX_HIDDEN_WEIGHTS:,} weights)")
         if self.activation not in ("tanh", "relu"):
             bad.append(f"model.activation={self.activation!r} (tanh or relu)")
         if self.max_seq_len <= 0:

@@ -43,15 +43,32 @@ def _factory(scenario: str, version: int):
     return make
 
 
+# Counts mpe2 takes without complaint but that cannot make an episode (a negative length).
+_COUNTS = {"max_cycles": 1, "N": 1, "num_good": 1, "num_adversaries": 1, "num_obstacles": 0}
+
+
+def _validate(cfg: dict) -> None:
+    for key, least in _COUNTS.items():
+        if key in cfg:
+            value = cfg[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
+
+
 for _name, (_version, _vector) in SCENARIOS.items():
     _make = _factory(_name, _version)
     register(
-        f"mpe/{_name}-v{_version}", _make, vector=_vector, description=f"mpe2 {_name}, discrete"
+        f"mpe/{_name}-v{_version}",
+        _make,
+        vector=_vector,
+        description=f"mpe2 {_name}, discrete",
+        validate=_validate,
     )
     register(
         f"mpe/{_name}_continuous-v{_version}",
         _make,
         vector=_vector,
         description=f"mpe2 {_name}, continuous",
+        validate=_validate,
         continuous_actions=True,
     )

@@ -34,6 +34,10 @@ def run(ray_session, tmp_path_factory):
 
 
 def test_eval_and_serve_do_not_run_a_crafted_pickle(run, tmp_path):
+    import json
+    import shutil
+
+    run = shutil.copytree(run, tmp_path / "crafted")
     marker = tmp_path / "ran"
     planted = pickle.dumps(Planted(marker))
     ckpt = driver.latest_checkpoint(run)
@@ -41,6 +45,10 @@ def test_eval_and_serve_do_not_run_a_crafted_pickle(run, tmp_path):
     assert any("rl_module" in str(p) for p in pickles)
     for path in pickles:
         path.write_bytes(planted)
+    # A crafter rewrites arena.json's hashes too: they catch damage, not intent.
+    meta = json.loads((ckpt / "arena.json").read_text())
+    meta["files"] = driver.file_digests(ckpt)
+    (ckpt / "arena.json").write_text(json.dumps(meta))
     summary = driver.evaluate(run, episodes=2)
     assert set(summary["modules"]) == {"adversary", "agent"}
     served = load(spec_from_run(run))
