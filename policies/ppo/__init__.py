@@ -8,8 +8,10 @@ RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -186,6 +188,7 @@ def build_ppo(
         raise AlgorithmMismatch(f"every module is frozen ({modules}); nothing would train")
     if learners < 0 or gpus_per_learner < 0:
         raise AlgorithmMismatch("learners and gpus_per_learner must be >= 0")
+    check_sampler_memory(multi, settings, num_env_runners)
     mapping = agent_to_module_from_specs(multi)
     return (
         PPOConfig()
@@ -225,6 +228,34 @@ def build_ppo(
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=seed)
     )
+
+
+def sampler_bytes(multi: MultiRLModuleSpec, settings: PPOSettings, num_env_runners: int) -> int:
+    """Bytes one EnvRunner's rollout buffers take per iteration: ``T + 1`` steps of every
+    module's input rows (T = the env steps each of its envs takes per batch), plus actions,
+    rewards and log-probabilities."""
+    B = settings.num_envs_per_env_runner
+    T = -(-settings.train_batch_size // (B * max(1, num_env_runners)))
+    total = 0
+    for spec in multi.rl_module_specs.values():
+        fields = BatchSpec.from_dict(spec.model_config["batch_spec"]).fields()
+        row = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in fields.values())
+        rows = B * len(spec.model_config["slot"]["agents"])
+        total += (T + 1) * rows * (row + 64)  # + actions, logits, rewards, bookkeeping
+    return total
+
+
+def check_sampler_memory(multi, settings: PPOSettings, num_env_runners: int) -> None:
+    """Refuses a batch whose rollout buffers would not fit half this machine's memory."""
+    need = sampler_bytes(multi, settings, num_env_runners)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have // 2:
+        raise AlgorithmMismatch(
+            f"train_batch_size={settings.train_batch_size} with "
+            f"num_envs_per_env_runner={settings.num_envs_per_env_runner} needs about "
+            f"{need / 2**30:.1f} GiB of rollout buffers per EnvRunner; this machine has "
+            f"{have / 2**30:.1f} GiB: use a smaller batch"
+        )
 
 
 def agent_to_module_from_specs(multi: MultiRLModuleSpec) -> dict[str, str]:

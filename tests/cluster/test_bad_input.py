@@ -33,6 +33,7 @@ TRAIN_CASES = [
     (["--set", "minibatch_size=100000"], "minibatch_size=100000"),
     (["--set", "train_batch_size=-4"], "train_batch_size=-4"),
     (["--set", "num_envs_per_env_runner=10000000"], "num_envs_per_env_runner=10000000"),
+    (["--set", "train_batch_size=10000000000"], "GiB of rollout buffers"),
     (["--set", "model.hidden=64"], "model.hidden must be a list of int"),
     (["--set", "model.hidden=[0]"], "layer sizes in 1.."),
     (["--set", "model.hidden=[1000000000]"], "layer sizes in 1.."),
