@@ -29,7 +29,7 @@ for _ in range(200):
 
 
 @pytest.fixture(scope="module")
-def training(tmp_path_factory):
+def training(ray_session, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env["RAY_AUTH_MODE"] = "disabled"  # what the user had: the run must not inherit it
     proc = subprocess.Popen(
@@ -63,9 +63,14 @@ def test_a_foreign_driver_is_refused(training, mode):
 
 @pytest.mark.parametrize("which", ["dashboard", "agent"])
 def test_a_foreign_job_submission_is_refused(training, which):
+    address = training[which]
+    if address.endswith(":-1"):
+        # Ray's agent port (52365) is taken by the test session's own embedded Ray (the
+        # fixture starts it first), which connect() started the same way: attack that agent.
+        address = address[: -len("-1")] + "52365"
     body = json.dumps({"entrypoint": "echo pwned"}).encode()
     req = urllib.request.Request(
-        f"http://{training[which]}/api/jobs/",
+        f"http://{address}/api/jobs/",
         data=body,
         headers={"Content-Type": "application/json"},
     )
