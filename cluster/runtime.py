@@ -46,6 +46,7 @@ def connect(
     *,
     num_cpus: int | None = None,
     dashboard: bool = True,
+    dashboard_port: int | None = None,
     temp_dir: str | None = None,
 ) -> dict:
     """Connects this process to Ray once; returns the cluster's resources.
@@ -55,6 +56,7 @@ def connect(
             ``RAY_ADDRESS``, else an embedded local Ray.
         num_cpus: CPUs of the embedded Ray (default: the machine's).
         dashboard: start the dashboard of the embedded Ray on 127.0.0.1.
+        dashboard_port: its port (default Ray's, 8265).
         temp_dir: Ray's session directory root for the embedded Ray.
     """
     import ray
@@ -79,6 +81,7 @@ def connect(
                 address="local",
                 include_dashboard=dashboard,
                 dashboard_host="127.0.0.1",
+                **({"dashboard_port": dashboard_port} if dashboard_port else {}),
                 _temp_dir=temp_dir or os.path.join(tempfile.gettempdir(), "arena-ray"),
                 **res,
                 **common,

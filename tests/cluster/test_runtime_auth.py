@@ -10,10 +10,12 @@ import urllib.request
 
 import pytest
 
+from serve.server import free_port
+
 TRAINER = """
 import json, sys
 from cluster import runtime
-runtime.connect(num_cpus=1, dashboard=True, temp_dir=sys.argv[1])
+runtime.connect(num_cpus=1, dashboard=True, dashboard_port=int(sys.argv[2]), temp_dir=sys.argv[1])
 import ray
 from policies import algorithm
 ctx = ray.get_runtime_context()
@@ -33,7 +35,8 @@ def training(ray_session, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env["RAY_AUTH_MODE"] = "disabled"  # what the user had: the run must not inherit it
     proc = subprocess.Popen(
-        [sys.executable, "-c", TRAINER, str(tmp_path_factory.mktemp("ray"))],
+        # its own dashboard port: Rays of earlier tests may still be letting go of 8265
+        [sys.executable, "-c", TRAINER, str(tmp_path_factory.mktemp("ray")), str(free_port())],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
