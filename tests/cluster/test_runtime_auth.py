@@ -1,11 +1,11 @@
-"""The embedded Ray of a training run refuses a foreign driver. (A job POST without the token
-was refused with 401 by the dashboard and its agent when tried by hand; as a suite test it was
-flaky beside the test session's own Ray, so it is not part of the suite yet.)"""
+"""The embedded Ray of a training run refuses a foreign driver and a job submitted without its
+token, at the dashboard and at the job agent."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -68,3 +68,41 @@ def test_a_foreign_driver_is_refused(training, mode):
         assert "JOINED" not in seen
         return
     assert out.returncode != 0 and "JOINED" not in out.stdout
+
+
+def post_job(url: str) -> int:
+    """Status of a job submission without the token; waits (bounded) for the server to listen."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"entrypoint": "touch /tmp/arena-pwned"}).encode()
+    deadline = time.monotonic() + 60
+    while True:
+        request = urllib.request.Request(
+            url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return reply.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:  # not listening yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def test_a_job_post_to_the_dashboard_without_the_token_is_refused(training):
+    assert post_job(f"http://{training['dashboard']}/api/jobs/") in (401, 403)
+
+
+def test_a_job_post_to_the_job_agent_without_the_token_is_refused(training, ray_session):
+    # Only one Ray per host gets the agent's HTTP port (52365); when the test session's Ray
+    # holds it, the training Ray's agent does not listen (-1), so attack the session's: it is
+    # an embedded Ray started by the same runtime.connect.
+    agent = training["agent"]
+    if agent.endswith(":-1"):
+        node = ray_session.nodes()[0]
+        agent = f"{node['NodeManagerAddress']}:{node['DashboardAgentListenPort']}"
+    assert not agent.endswith(":-1"), "no job agent listens on this host"
+    assert post_job(f"http://{agent}/api/job_agent/jobs/") in (401, 403)
