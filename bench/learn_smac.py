@@ -148,7 +148,7 @@ def main() -> None:
 
     import tempfile
 
-    from cluster import runtime
+    from training import runtime
 
     runtime.connect(num_cpus=2, dashboard=False, temp_dir=tempfile.mkdtemp(prefix="ray-bench-"))
     results, summary = {}, {}

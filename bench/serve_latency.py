@@ -86,7 +86,7 @@ def haproxy_binary() -> str | None:
 
 def make_run(root: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "train", "mpe/simple_spread-v3", "--algo", "mappo"]
+        [sys.executable, "-m", "arena", "train", "mpe/simple_spread-v3", "--algo", "mappo"]
         + ["--iterations", "1", "--out", str(root), "--name", "bench"],
         check=True,
         stdout=subprocess.DEVNULL,
@@ -102,7 +102,7 @@ def start_server(config: str, run: Path, port: int, tmp: Path) -> subprocess.Pop
         cmd = [sys.executable, "-c", FASTAPI_SERVER, str(port), str(run)]
     else:
         proxy = "haproxy" if config.startswith("serve-haproxy") else "ray"
-        cmd = [sys.executable, "-m", "cluster.cli", "serve", str(run), "--port", str(port)]
+        cmd = [sys.executable, "-m", "arena", "serve", str(run), "--port", str(port)]
         cmd += ["--proxy", proxy]
     return subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).parents[1]

@@ -136,7 +136,7 @@ def main() -> None:
     args = p.parse_args()
     runner_counts = [int(x) for x in args.runners.split(",")]
 
-    from cluster import runtime
+    from training import runtime
 
     runtime.connect(dashboard=False)
     results = {}

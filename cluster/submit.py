@@ -5,7 +5,7 @@
 
 is ``ray job submit --runtime-env cluster/runtime_env.yaml -- arena train ...`` with three
 additions: the command is checked here first (a typo fails now, not after the upload), the
-entrypoint is ``python -m cluster.cli`` so the uploaded code runs even where no ``arena``
+entrypoint is ``python -m arena`` so the uploaded code runs even where no ``arena``
 script is installed, and the exit status is the job's (0 SUCCEEDED, 1 FAILED or STOPPED).
 
 The address is the head's dashboard (job API), not the GCS port: ``--address``, else
@@ -55,7 +55,7 @@ class Submission:
 
     @property
     def entrypoint(self) -> str:
-        return shlex.join(["python", "-m", "cluster.cli", *self.argv])
+        return shlex.join(["python", "-m", "arena", *self.argv])
 
 
 def job_address(address: str | None) -> str:
@@ -69,11 +69,9 @@ def job_address(address: str | None) -> str:
     return address if "://" in address else f"http://{address}"
 
 
-def arena_argv(command: list[str]) -> list[str]:
-    """The arena command after ``--``, checked with the CLI's own parser (which prints the
-    usage and exits 2 on bad arguments)."""
-    from cluster import cli
-
+def arena_argv(command: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """The arena command after ``--``, checked with the CLI's own ``parser`` (which prints
+    the usage and exits 2 on bad arguments)."""
     argv = list(command)
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -83,7 +81,7 @@ def arena_argv(command: list[str]) -> list[str]:
         raise SubmitError(
             "nothing to submit: give an arena command after --, e.g. -- arena train ..."
         )
-    ns = cli.parser().parse_args(argv)
+    ns = parser.parse_args(argv)
     if ns.command == "submit":
         raise SubmitError("arena submit cannot submit itself")
     if ns.command == "train" and not os.path.isabs(ns.out):
@@ -96,10 +94,8 @@ def arena_argv(command: list[str]) -> list[str]:
 
 
 def runtime_env(working_dir: Path) -> dict:
-    if not (working_dir / "cluster" / "cli.py").is_file():
-        raise SubmitError(
-            f"--working-dir {working_dir} is not an Arena checkout (no cluster/cli.py)"
-        )
+    if not (working_dir / "arena" / "cli.py").is_file():
+        raise SubmitError(f"--working-dir {working_dir} is not an Arena checkout (no arena/cli.py)")
     env = yaml.safe_load(RUNTIME_ENV_FILE.read_text())
     env["working_dir"] = str(working_dir.resolve())
     return env
@@ -200,7 +196,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         sub = Submission(
-            argv=arena_argv(args.arena_command),
+            argv=arena_argv(args.arena_command, args.arena_parser),
             address=job_address(args.address),
             working_dir=Path(args.working_dir),
             wait=not args.no_wait,

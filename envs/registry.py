@@ -5,6 +5,10 @@ call per id (generated from the family's scenario table where there are many). A
 needs an env, a test, a remote RLlib EnvRunner or a benchmark, builds it by id through
 :func:`make`, so the same id means the same env everywhere.
 
+Entries are lazy: a factory (and a vectorised core) may be given as ``"module:attr"`` and is
+imported on first use, so ``import envs`` and listing the ids import no family's heavy
+packages (simulators, browsers, models).
+
 An id may also name a *vectorised core*: a class that steps a batch of B copies of the env in
 array operations (``envs.vector.VectorEnv``). Training uses it when present and falls back to
 B copies of the PettingZoo env otherwise.
@@ -13,14 +17,19 @@ B copies of the PettingZoo env otherwise.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pettingzoo import ParallelEnv
+if TYPE_CHECKING:
+    from pettingzoo import ParallelEnv
+
+Ref = str | Callable[..., Any]
+"""A callable, or where to import it from: ``"package.module:attr"``."""
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_]+-v\d+$")
 FAMILIES = ("envs.mpe", "envs.smac")
@@ -36,9 +45,10 @@ class EnvSpec:
 
     Args:
         id: ``family/name-vN``.
-        factory: builds the PettingZoo ``ParallelEnv``; called as ``factory(**kwargs, **cfg)``.
+        factory: builds the PettingZoo ``ParallelEnv``; called as ``factory(**kwargs, **cfg)``
+            (a :data:`Ref`: imported on first use when given as ``"module:attr"``).
         kwargs: fixed arguments of this id (e.g. ``continuous_actions=True``).
-        vector: optional class of a vectorised core, built as
+        vector: optional class of a vectorised core (a :data:`Ref`), built as
             ``vector(num_envs=B, **kwargs, **cfg)``.
         description: one line for ``arena envs``.
         validate: optional ``validate(cfg)`` raising ValueError for values the factory would
@@ -46,9 +56,9 @@ class EnvSpec:
     """
 
     id: str
-    factory: Callable[..., ParallelEnv]
+    factory: Ref
     kwargs: dict[str, Any] = field(default_factory=dict)
-    vector: Callable[..., Any] | None = None
+    vector: Ref | None = None
     description: str = ""
     validate: Callable[[dict[str, Any]], None] | None = None
 
@@ -58,8 +68,27 @@ class EnvSpec:
 
     def allowed_args(self) -> list[str]:
         """Keyword arguments ``make`` accepts for this id (those not fixed by the id)."""
-        params = inspect.signature(self.factory).parameters
+        params = inspect.signature(self.load_factory()).parameters
         return [p for p in params if p not in self.kwargs and p != "render_mode"]
+
+    def load_factory(self) -> Callable[..., ParallelEnv]:
+        return resolve(self.factory)
+
+    def load_vector(self) -> Callable[..., Any] | None:
+        return None if self.vector is None else resolve(self.vector)
+
+
+@functools.cache
+def _import(ref: str) -> Any:
+    module, _, attr = ref.partition(":")
+    if not attr:
+        raise EnvError(f"{ref!r} does not read 'package.module:attr'")
+    return getattr(importlib.import_module(module), attr)
+
+
+def resolve(ref: Ref) -> Any:
+    """The object a :data:`Ref` names (imported once, on first use)."""
+    return _import(ref) if isinstance(ref, str) else ref
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -68,9 +97,9 @@ _loaded = False
 
 def register(
     id: str,
-    factory: Callable[..., ParallelEnv],
+    factory: Ref,
     *,
-    vector: Callable[..., Any] | None = None,
+    vector: Ref | None = None,
     description: str = "",
     validate: Callable[[dict[str, Any]], None] | None = None,
     **kwargs: Any,
@@ -131,7 +160,7 @@ def make(id: str, **cfg: Any) -> ParallelEnv:
     env_spec = spec(id)
     check_args(env_spec, cfg)
     try:
-        return env_spec.factory(**env_spec.kwargs, **cfg)
+        return env_spec.load_factory()(**env_spec.kwargs, **cfg)
     except (AssertionError, TypeError, ValueError) as e:
         raise EnvError(f"{id}: bad argument in {cfg}: {e}") from e
 
@@ -146,9 +175,10 @@ def make_vector(id: str, num_envs: int, seed: int | None = None, **cfg: Any):
 
     env_spec = spec(id)
     check_args(env_spec, cfg)
-    if env_spec.vector is not None:
+    vector = env_spec.load_vector()
+    if vector is not None:
         try:
-            return env_spec.vector(num_envs=num_envs, seed=seed, **env_spec.kwargs, **cfg)
+            return vector(num_envs=num_envs, seed=seed, **env_spec.kwargs, **cfg)
         except Unsupported:
             pass
     return ParallelEnvBatch(lambda: make(id, **cfg), num_envs=num_envs, seed=seed)

@@ -117,7 +117,8 @@ def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
     """The :class:`PolicySpec` of a run directory's newest checkpoint (builds the env once for
     its spaces; the server itself never builds an env)."""
     import envs
-    from cluster.driver import latest_checkpoint, load_config, module_specs, verify_weights
+    from training.checkpoints import latest_checkpoint, load_config, verify_weights
+    from training.evaluation import module_specs
 
     run = Path(run)
     ckpt = latest_checkpoint(run)
@@ -202,7 +203,7 @@ class ModulesPolicy:
     ``BatchSpec``; discrete (optionally masked) or continuous actions."""
 
     def __init__(self, spec: PolicySpec, policy=None):
-        from cluster.driver import load_policy
+        from training.evaluation import load_policy
 
         self.spec = spec
         self.policy = policy or load_policy(spec.run, spec.checkpoint, spec.modules)
@@ -325,7 +326,7 @@ KINDS: dict[str, type] = {"ActorCritic": ModulesPolicy}
 def load(spec: PolicySpec) -> ServedPolicy:
     """The policy of ``spec`` behind the served interface: its modules rebuilt from the run's
     config and loaded with the checkpoint's plain weights (nothing is unpickled)."""
-    from cluster.driver import load_policy
+    from training.evaluation import load_policy
 
     policy = load_policy(spec.run, spec.checkpoint, spec.modules)
     kinds = {type(m.module).__name__ for m in policy.modules.values()}

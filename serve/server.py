@@ -87,6 +87,9 @@ def haproxy_env(port: int) -> dict[str, str]:
         # answers the client within a minute.
         "RAY_SERVE_HAPROXY_TIMEOUT_CLIENT_S": "30",
         "RAY_SERVE_HAPROXY_TIMEOUT_SERVER_S": "60",
+        # Serve gives the proxy 3 readiness checks of 5 s to start HAProxy, then kills it and
+        # starts over; a busy 2-core machine missed that (seen in full test runs).
+        "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "30",
     }
 
 
@@ -149,8 +152,8 @@ def start(args, opts: ServeOptions) -> dict:
     """Deploys ``args`` and returns what is served (``/v1/policies``'s list, the URLs)."""
     from ray import serve
 
-    from cluster import runtime
     from serve.app import APP_NAME, make_app, resolve
+    from training import runtime
 
     specs = resolve(args.runs)  # a bad run fails before Ray starts
     runtime.connect(opts.address)

@@ -19,7 +19,7 @@ envs.register("test/image_grid-v0", ImageGrid, description="test env with uint8 
 def ray_session(tmp_path_factory):
     import ray
 
-    from cluster import runtime
+    from training import runtime
 
     runtime.connect(num_cpus=2, dashboard=False, temp_dir=str(tmp_path_factory.mktemp("ray")))
     yield ray

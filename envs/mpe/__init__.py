@@ -12,10 +12,6 @@ Version history: v3 (v1 for collect_treasure, simple_formation, simple_line; v4 
 simple_speaker_listener) = mpe2 1.1.
 """
 
-import importlib
-import inspect
-
-from envs.mpe.batched import SpreadBatch
 from envs.registry import register
 
 # scenario -> (mpe2 module version, vectorised core or None)
@@ -29,18 +25,10 @@ SCENARIOS = {
     "simple_push": (3, None),
     "simple_reference": (3, None),
     "simple_speaker_listener": (4, None),
-    "simple_spread": (3, SpreadBatch),
+    "simple_spread": (3, "envs.mpe.batched:SpreadBatch"),
     "simple_tag": (3, None),
     "simple_world_comm": (3, None),
 }
-
-
-def _factory(scenario: str, version: int):
-    module = importlib.import_module(f"mpe2.{scenario}_v{version}")
-    make = module.parallel_env
-    # mpe2's parallel_env takes **kwargs; its raw_env's signature says which are allowed.
-    make.__signature__ = inspect.signature(module.raw_env)
-    return make
 
 
 # Counts mpe2 takes without complaint but that cannot make an episode (a negative length).
@@ -56,7 +44,7 @@ def _validate(cfg: dict) -> None:
 
 
 for _name, (_version, _vector) in SCENARIOS.items():
-    _make = _factory(_name, _version)
+    _make = f"envs.mpe.scenarios:{_name}_v{_version}"  # imported on first use
     register(
         f"mpe/{_name}-v{_version}",
         _make,

@@ -9,25 +9,24 @@ Version history: v0 = the first version.
 """
 
 from envs.registry import register
-from envs.smac.core import BattleBatch
-from envs.smac.env import SMACEnv
 from envs.smac.maps import SMAC_MAPS, SMACV2_SCENARIOS
+
+ENV = "envs.smac.env:SMACEnv"  # imported on first use
+CORE = "envs.smac.core:BattleBatch"
 
 for _name, _spec in SMAC_MAPS.items():
     register(
         f"smac/{_name}-v0",
-        SMACEnv,
-        vector=BattleBatch,
+        ENV,
+        vector=CORE,
         description=f"SMAC {_name}: {_spec.n_allies} vs {_spec.n_enemies}, limit {_spec.limit}",
         map_name=_name,
     )
 for _name, _spec in SMACV2_SCENARIOS.items():
     register(
         f"smacv2/{_name}-v0",
-        SMACEnv,
-        vector=BattleBatch,
+        ENV,
+        vector=CORE,
         description=f"SMACv2 {_name}, procedural, limit {_spec.limit}",
         map_name=_name,
     )
-
-__all__ = ["BattleBatch", "SMACEnv"]

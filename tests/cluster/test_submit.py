@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arena import cli
 from cluster.submit import SubmitError, arena_argv, runtime_env
+from tests.arena.test_cli import SMALL
 from tests.cluster.local_head import LocalHead, free_port, short_temp_dir, venv_env
-from tests.cluster.test_cli import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["train", "mpe/simple_spread-v3", "--algo", "mappo", "--iterations", "1", *SMALL]
@@ -45,7 +46,7 @@ def run(*cmd, timeout=300):
 
 
 def arena_submit(*args, timeout=300):
-    return run(sys.executable, "-m", "cluster.cli", "submit", *args, timeout=timeout)
+    return run(sys.executable, "-m", "arena", "submit", *args, timeout=timeout)
 
 
 def job_info(head: LocalHead, job_id: str) -> dict:
@@ -112,7 +113,7 @@ def test_arena_submit_follows_training_to_succeeded(head, tmp_path):
     # What travelled: the code, not the venv, the git history or run directories.
     unpacked = head.temp_dir / "session_latest/runtime_resources/working_dir_files"
     packages = [p for p in unpacked.iterdir() if p.is_dir()]
-    assert packages and all((p / "cluster/cli.py").is_file() for p in packages)
+    assert packages and all((p / "arena/cli.py").is_file() for p in packages)
     for p in packages:
         assert not {".venv", ".git", "runs"} & {c.name for c in p.iterdir()}, sorted(p.iterdir())
 
@@ -179,12 +180,14 @@ def test_arena_submit_reports_a_failed_job(head):
 )
 def test_bad_commands_are_refused_before_upload(command, message):
     with pytest.raises(SubmitError, match=message):
-        arena_argv(command)
+        arena_argv(command, cli.parser())
 
 
 def test_bad_arguments_get_the_subcommands_usage(capsys):
     with pytest.raises(SystemExit) as e:
-        arena_argv(["--", "arena", "train", "mpe/simple_spread-v3", "--algo", "bogus"])
+        arena_argv(
+            ["--", "arena", "train", "mpe/simple_spread-v3", "--algo", "bogus"], cli.parser()
+        )
     assert e.value.code == 2 and "invalid choice: 'bogus'" in capsys.readouterr().err
 
 

@@ -281,8 +281,8 @@ def test_job_and_service_run_the_same_cluster_as_raycluster():
 
 
 def test_rayjob_entrypoint_is_a_valid_arena_training():
-    from cluster import cli
-    from cluster.config import TrainConfig, apply_overrides
+    from arena import cli
+    from training.config import TrainConfig, apply_overrides
 
     spec = load(JOB)["spec"]
     argv = shlex.split(spec["entrypoint"])

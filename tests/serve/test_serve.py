@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from cluster import driver
-from cluster.config import TrainConfig, apply_overrides
+import training
 from serve.client import PolicyClient, ServeError
 from serve.policy import Api, Reply, load, spec_from_run
 from serve.server import free_port
+from training.config import TrainConfig, apply_overrides
 
 SMALL = ["train_batch_size=256", "minibatch_size=128", "num_epochs=1", "num_envs_per_env_runner=4"]
 MPE, MASKED = "mpe/simple_spread-v3", "test/masked_grid-v0"
@@ -38,7 +38,7 @@ def runs(ray_session, tmp_path_factory):
     for env_id in (MPE, MASKED, TAG):
         cfg = TrainConfig(env=env_id, algo="mappo", iterations=1)
         apply_overrides(cfg, SMALL)
-        made[env_id] = driver.train(cfg, out=str(out), name="t", console=Console(quiet=True))
+        made[env_id] = training.train(cfg, out=str(out), name="t", console=Console(quiet=True))
     return made
 
 
@@ -124,7 +124,7 @@ def test_one_request_spans_the_modules_of_a_two_policy_run(api):
     obs["agent_0"] = rng.normal(size=14).tolist()
     reply = api.answer("POST", act_path(TAG_NAME), encode({"observations": obs}))
     assert reply.status == 200, reply.payload
-    local = driver.load_policy(served.spec.run)
+    local = training.load_policy(served.spec.run)
     expected = local.act({a: np.asarray(o, np.float32) for a, o in obs.items()})
     assert reply.payload["actions"] == expected
     bad = api.answer("POST", act_path(TAG_NAME), encode({"observations": {"agent_0": [0.0] * 16}}))
@@ -303,7 +303,7 @@ def cli_server(runs, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "arena-serve.log"
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "cluster.cli", "serve", str(runs[MPE]), "--port", str(port)]
+    cmd = [sys.executable, "-m", "arena", "serve", str(runs[MPE]), "--port", str(port)]
     cmd += ["--replicas", "2", "--replica-cpus", "0.5"]
     with log.open("w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
@@ -443,7 +443,7 @@ def test_metrics_endpoint_exports_serve_metrics(cli_server):
 
 def test_arena_serve_refuses_a_bad_run_with_one_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "serve", str(tmp_path / "nowhere"), "--port", "1"],
+        [sys.executable, "-m", "arena", "serve", str(tmp_path / "nowhere"), "--port", "1"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from cluster.config import ConfigError, TrainConfig, apply_overrides
+from training.config import ConfigError, TrainConfig, apply_overrides
 
 
 def test_overrides_are_typed():
@@ -113,7 +113,7 @@ def test_switching_algorithm_keeps_common_settings_and_v1_configs_load():
     ],
 )
 def test_bad_config_files_are_one_line_naming_the_file(tmp_path, content, words):
-    from cluster.config import load_yaml
+    from training.config import load_yaml
 
     path = tmp_path / "bad.yaml"
     path.write_bytes(content)

@@ -32,7 +32,7 @@ SMALL = [
 
 def arena(*args, cwd=None, check=True):
     proc = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", *args],
+        [sys.executable, "-m", "arena", *args],
         capture_output=True,
         text=True,
         env=ENV,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster import driver
-from cluster.config import TrainConfig
-from cluster.driver import RunError
+import training
+from training import RunError
+from training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_run_that_cannot_fit_is_refused(changes, words):
     cfg = TrainConfig(env="mpe/simple_spread-v3", **changes)
     with pytest.raises(RunError, match=words):
-        driver.check_fits(cfg, {"num_cpus": 2, "num_gpus": 0})
-    driver.check_fits(TrainConfig(env="mpe/simple_spread-v3", env_runners=2), {"num_cpus": 2})
+        training.check_fits(cfg, {"num_cpus": 2, "num_gpus": 0})
+    training.check_fits(TrainConfig(env="mpe/simple_spread-v3", env_runners=2), {"num_cpus": 2})
 
 
 def env_runner_pids(root: int) -> list[int]:
@@ -56,7 +56,7 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
     cmd = [
         sys.executable,
         "-m",
-        "cluster.cli",
+        "arena",
         "train",
         "mpe/simple_spread-v3",
         "--algo",
@@ -98,7 +98,7 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
 
 
 def test_losses_that_stay_nan_stop_the_run(tmp_path):
-    watch = driver.NanWatch(["adversary"])  # the frozen "agent" module is not watched
+    watch = training.NanWatch(["adversary"])  # the frozen "agent" module is not watched
     nan = float("nan")
     row = {"adversary/policy_loss": nan, "agent/policy_loss": nan}
     watch.check({"adversary/policy_loss": 0.1, "agent/policy_loss": nan}, tmp_path)

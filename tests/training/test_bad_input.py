@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cluster import cli, driver
-from cluster.config import TrainConfig, apply_overrides
+import training
+from arena import cli
+from training.config import TrainConfig, apply_overrides
 
 SPREAD = "mpe/simple_spread-v3"
 SMALL = ["train_batch_size=128", "minibatch_size=64", "num_epochs=1", "num_envs_per_env_runner=4"]
@@ -106,7 +107,7 @@ def good_run(ray_session, tmp_path_factory):
     cfg = TrainConfig(env=SPREAD, algo="mappo", iterations=1)
     apply_overrides(cfg, SMALL)
     out = tmp_path_factory.mktemp("runs")
-    return driver.train(cfg, out=str(out), name="good", console=Console(quiet=True))
+    return training.train(cfg, out=str(out), name="good", console=Console(quiet=True))
 
 
 def ckpt_of(run: Path) -> Path:
@@ -166,7 +167,7 @@ def damaged(good_run, tmp_path, request):
 )
 @pytest.mark.parametrize("command", ["eval", "serve", "resume"])
 def test_damaged_runs(capsys, monkeypatch, damaged, command):
-    from cluster import runtime
+    from training import runtime
 
     def no_ray(*args, **kwargs):  # every damaged run must be refused before Ray is touched
         raise AssertionError("a damaged run got as far as connecting to Ray")
@@ -199,7 +200,7 @@ def test_resume_refuses_changes(capsys, good_run):
 
 
 def test_the_good_run_is_still_good(good_run):
-    summary = driver.evaluate(good_run, episodes=1)
+    summary = training.evaluate(good_run, episodes=1)
     assert summary["checkpoint"] == "iter_000001"
     assert json.loads((ckpt_of(good_run) / "arena.json").read_text())["files"]
 

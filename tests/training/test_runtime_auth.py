@@ -13,7 +13,7 @@ from serve.server import free_port
 
 TRAINER = """
 import json, sys
-from cluster import runtime
+from training import runtime
 runtime.connect(num_cpus=1, dashboard=True, dashboard_port=int(sys.argv[2]), temp_dir=sys.argv[1])
 import ray
 from policies import algorithm

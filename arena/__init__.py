@@ -1,0 +1,1 @@
+"""The ``arena`` command line: a thin dispatcher over the subcommands each package registers."""

@@ -1,0 +1,77 @@
+"""The ``arena`` command line.
+
+    arena envs [--json] [--no-cache]
+    arena train ENV --algo {ippo,mappo} [--timesteps N | --iterations N] [--env-runners N]
+                [--policies auto|shared|per_group|per_agent] [--learners N]
+                [--gpus-per-learner G] [--address A] [--out DIR] [--name NAME] [--seed S]
+                [--config FILE] [--set key=value ...] [--resume RUN [--checkpoint iter_N]]
+    arena eval RUN [--episodes N] [--render out.gif] [--explore] [--random MODULE] [--json]
+    arena demo [--timesteps N] [--seed S] [--out DIR]
+    arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
+    arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
+
+Each package registers its subcommands (``<package>/commands.py``: ``register(subparsers)``,
+with ``arena_handler="module:function"``, imported only when that command runs), so
+``arena --help`` and ``arena SUB --help`` import no torch, RLlib or Serve.
+
+Bad input (an unknown env id or ``--set`` key, a value of the wrong type, a run without a
+checkpoint) prints one line and exits with status 2. Library warnings are hidden unless
+``--verbose``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+COMMANDS = ("envs.commands", "training.commands", "serve.commands", "cluster.commands")
+"""Modules whose ``register(subparsers)`` adds subcommands, in ``--help`` order."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="arena", description="Multi-agent training on Ray.")
+    p.add_argument(
+        "--verbose", action="store_true", help="show library warnings and Ray's own logs"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in COMMANDS:
+        importlib.import_module(module).register(sub)
+    for command in sub.choices.values():  # also after the subcommand: arena train ... --verbose
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS)
+    return p
+
+
+def handler(ref: str):
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    p = parser()
+    args = p.parse_args(argv)
+    args.arena_parser = p  # `arena submit` checks the command it sends with it
+    if not args.verbose:
+        from training.quiet import quiet
+
+        quiet()
+    from envs.registry import EnvError
+    from policies.algorithm import AlgorithmMismatch
+    from training.checkpoints import RunError
+    from training.config import ConfigError
+
+    try:
+        return handler(args.arena_handler)(args)
+    except (ConfigError, RunError, EnvError, AlgorithmMismatch, FileNotFoundError) as e:
+        print(f"arena: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("arena: interrupted; resume with --resume RUN", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

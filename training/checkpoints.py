@@ -1,0 +1,169 @@
+"""Run directories and their checkpoints: atomic writes, verification, resume points.
+
+A run directory ``runs/<env id>/<algo>/<run>/`` holds
+
+* ``config.yaml``: the resolved :class:`training.config.TrainConfig`;
+* ``checkpoints/iter_NNNNNN/``: RLlib's checkpoint (for resume), each module's plain weights in
+  ``weights/`` (for eval and serve, which never unpickle) and ``arena.json`` (iteration, env
+  steps, and the size and sha256 of every file); ``checkpoints/latest`` names the newest;
+* ``metrics.csv`` and TensorBoard events (``tb/``);
+* ``eval.json`` and media from ``arena eval``.
+
+Every file is written to a temporary name and renamed, so a crash leaves the last complete
+checkpoint and the metrics up to it; ``--resume`` goes on from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from training.config import ConfigError, TrainConfig
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used (missing, or without a checkpoint)."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_dir_for(cfg: TrainConfig, out: str, name: str | None) -> Path:
+    name = name or time.strftime("%Y%m%d-%H%M%S") + f"-s{cfg.seed}"
+    return Path(out) / cfg.env / cfg.algo / name
+
+
+def latest_checkpoint(run: Path) -> Path:
+    """The newest complete checkpoint of ``run``, or a :class:`RunError`."""
+    if not (run / "config.yaml").exists():
+        raise RunError(f"{run} is not a run directory (no config.yaml)")
+    pointer = run / "checkpoints" / "latest"
+    if not pointer.exists():
+        raise RunError(f"{run} has no checkpoint yet (no checkpoints/latest)")
+    ckpt = run / "checkpoints" / pointer.read_text().strip()
+    if not (ckpt / "arena.json").exists():
+        raise RunError(f"{run}: checkpoint {ckpt.name} is incomplete")
+    return ckpt
+
+
+def load_config(run: Path) -> TrainConfig:
+    from training.config import read_config_file
+
+    if not (run / "config.yaml").exists():
+        raise RunError(f"{run} is not a run directory (no config.yaml)")
+    try:
+        cfg = TrainConfig.from_dict(read_config_file(run / "config.yaml"))
+        cfg.validate()
+    except ConfigError as e:
+        raise RunError(f"{run / 'config.yaml'}: {e}") from None
+    return cfg
+
+
+def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path:
+    """RLlib's checkpoint (for resume) plus each module's plain weights in ``weights/`` (for
+    eval and serve, which never unpickle) and ``arena.json`` (iteration, env steps, and the
+    size and sha256 of every file, so a damaged checkpoint is found before it is loaded)."""
+    from policies.inference import WEIGHTS_DIR, save_weights
+
+    ckdir = run / "checkpoints"
+    ckdir.mkdir(parents=True, exist_ok=True)
+    name = f"iter_{it:06d}"
+    tmp = ckdir / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    algo.save_to_path(str(tmp.resolve()))
+    save_weights(algo.learner_group.get_weights(), tmp / WEIGHTS_DIR)
+    meta = {"iteration": it, "env_steps": env_steps, "files": file_digests(tmp)}
+    (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
+    final = ckdir / name
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    write_atomic(ckdir / "latest", name)
+    for old in sorted(ckdir.glob("iter_*"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def file_digests(root: Path) -> dict[str, dict]:
+    """Size and sha256 of every file under ``root``, by relative path."""
+    out = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != "arena.json"):
+        out[str(path.relative_to(root))] = {
+            "bytes": path.stat().st_size,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
+    return out
+
+
+def checkpoint_meta(ckpt: Path) -> dict:
+    """``arena.json`` of ``ckpt``, checked: iteration and env steps as integers; every file it
+    records present with its size and hash. Anything else is a :class:`RunError` naming it."""
+    try:
+        meta = json.loads((ckpt / "arena.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunError(
+            f"{ckpt / 'arena.json'} is missing or damaged ({type(e).__name__})"
+        ) from None
+    ok = isinstance(meta, dict) and all(
+        isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool) and meta[k] >= 0
+        for k in ("iteration", "env_steps")
+    )
+    if not ok:
+        raise RunError(f"{ckpt / 'arena.json'} lacks a valid iteration and env_steps")
+    files = meta.get("files")
+    if files is None:
+        return meta  # written before files were recorded: the loaders' own checks still apply
+    if not isinstance(files, dict):
+        raise RunError(f"{ckpt / 'arena.json'}: 'files' is not a mapping")
+    for rel, want in files.items():
+        path = ckpt / rel
+        data = path.read_bytes() if path.is_file() else None
+        if (
+            data is None
+            or not isinstance(want, dict)
+            or len(data) != want.get("bytes")
+            or hashlib.sha256(data).hexdigest() != want.get("sha256")
+        ):
+            raise RunError(
+                f"{path} is missing or damaged (its size or hash differs from arena.json)"
+            )
+    return meta
+
+
+def verify_weights(ckpt: Path) -> None:
+    """Checks a checkpoint before its weights are loaded (see :func:`checkpoint_meta`)."""
+    checkpoint_meta(ckpt)
+
+
+def resume_checkpoint(run: Path, name: str | None) -> tuple[Path, dict]:
+    """The checkpoint to resume: ``name`` (``iter_N``) if given, else the newest one that
+    verifies; a damaged newer one is skipped with one warning line."""
+    ckdir = run / "checkpoints"
+    if name is not None:
+        ckpt = ckdir / name
+        if not ckpt.is_dir():
+            have = sorted(p.name for p in ckdir.glob("iter_*")) if ckdir.is_dir() else []
+            raise RunError(f"{run} has no checkpoint {name!r}; it has {have or 'none'}")
+        return ckpt, checkpoint_meta(ckpt)
+    latest = latest_checkpoint(run).name
+    candidates = sorted((p for p in ckdir.glob("iter_*") if p.name <= latest), reverse=True)
+    problems = []
+    for ckpt in candidates:
+        try:
+            meta = checkpoint_meta(ckpt)
+        except RunError as e:
+            problems.append(str(e))
+            continue
+        if problems:
+            print(
+                f"arena: warning: {problems[0]}; resuming from {ckpt.name} instead", file=sys.stderr
+            )
+        return ckpt, meta
+    raise RunError(problems[0] if problems else f"{run} has no checkpoint to resume")

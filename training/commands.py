@@ -1,0 +1,194 @@
+"""``arena train``, ``arena eval`` and ``arena demo``. Parsing imports nothing heavy; each
+command imports what it runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+DEMO_ENV = "mpe/simple_spread-v3"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from policies.algorithm import names  # the registry of algorithm packages: no torch
+
+    t = sub.add_parser("train", help="train a policy")
+    t.add_argument("env", nargs="?", help="env id, e.g. mpe/simple_spread-v3")
+    t.add_argument("--algo", choices=names())
+    t.add_argument(
+        "--policies",
+        choices=["auto", "shared", "per_group", "per_agent"],
+        help="policy sharing (auto: shared with one agent group, else one per group)",
+    )
+    t.add_argument("--learners", type=int, help="remote Learner actors (0: in the driver)")
+    t.add_argument(
+        "--gpus-per-learner", type=float, dest="gpus_per_learner", help="GPUs per Learner"
+    )
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--timesteps", type=int)
+    g.add_argument("--iterations", type=int)
+    t.add_argument("--env-runners", type=int, dest="env_runners")
+    t.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    t.add_argument("--out", default="runs", help="root of run directories")
+    t.add_argument("--name", help="run name (default: time stamp and seed)")
+    t.add_argument("--seed", type=int)
+    t.add_argument("--config", help="YAML file of config keys")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
+    t.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
+    t.add_argument(
+        "--checkpoint", metavar="iter_N", help="with --resume: the checkpoint to continue from"
+    )
+    t.add_argument("--curve-every", type=int, default=0, help="print a line every K iterations")
+    t.set_defaults(arena_handler="training.commands:run_train")
+
+    v = sub.add_parser("eval", help="evaluate a run's policy")
+    v.add_argument("run")
+    v.add_argument("--episodes", type=int, default=100)
+    v.add_argument("--render", metavar="OUT.gif")
+    v.add_argument("--explore", action="store_true", help="sample actions instead of greedy")
+    v.add_argument(
+        "--random",
+        action="append",
+        metavar="MODULE",
+        help="let this module's agents act at random (a baseline for one side)",
+    )
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(arena_handler="training.commands:run_eval")
+
+    d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
+    d.add_argument("--timesteps", type=int, default=1_000_000)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", default="runs")
+    d.set_defaults(arena_handler="training.commands:run_demo")
+
+
+def run_train(args) -> int:
+    from training.config import ConfigError, TrainConfig, apply_overrides, load_yaml
+    from training.run import train
+
+    if args.resume:
+        fixed = [
+            flag
+            for flag, value in (
+                ("ENV", args.env),
+                ("--algo", args.algo),
+                ("--seed", args.seed),
+                ("--config", args.config),
+                ("--set", args.set),
+                ("--policies", args.policies),
+                ("--learners", args.learners),
+                ("--gpus-per-learner", args.gpus_per_learner),
+                ("--name", args.name),
+            )
+            if value is not None
+        ]
+        if fixed:
+            raise ConfigError(
+                f"--resume continues a run as it was configured; {', '.join(fixed)} cannot "
+                "change it (with --resume: --iterations/--timesteps, --env-runners, --address, "
+                "--checkpoint)"
+            )
+        more = {k: getattr(args, k) for k in ("iterations", "timesteps") if getattr(args, k)}
+        if args.env_runners is not None:
+            more["env_runners"] = args.env_runners
+        run = train(
+            None,
+            resume=args.resume,
+            address=args.address,
+            more=more,
+            checkpoint=args.checkpoint,
+            curve_every=args.curve_every,
+        )
+    else:
+        if not args.env:
+            raise ConfigError("train needs an ENV id (or --resume RUN)")
+        if args.checkpoint:
+            raise ConfigError("--checkpoint picks the checkpoint of --resume RUN")
+        cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
+        cfg.env = args.env
+        if args.algo is not None:
+            cfg.set_algo(args.algo)
+        for key in (
+            "seed",
+            "timesteps",
+            "iterations",
+            "env_runners",
+            "policies",
+            "learners",
+            "gpus_per_learner",
+        ):
+            if getattr(args, key) is not None:
+                setattr(cfg, key, getattr(args, key))
+        apply_overrides(cfg, args.set or [])
+        run = train(
+            cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
+        )
+    print(f"run: {run}")
+    return 0
+
+
+def run_eval(args) -> int:
+    from training import evaluation
+
+    summary = evaluation.evaluate(
+        args.run,
+        episodes=args.episodes,
+        render=args.render,
+        explore=args.explore,
+        random_modules=args.random,
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        win = "" if summary["win_rate"] is None else f", win rate {summary['win_rate']:.1%}"
+        groups = summary["per_group_return_mean"]
+        per_group = (
+            "; per group " + ", ".join(f"{g} {r:.2f}" for g, r in groups.items())
+            if len(groups) > 1
+            else ""
+        )
+        print(
+            f"{summary['episodes']} episodes: return {summary['return_mean']:.2f} "
+            f"+- {summary['return_std']:.2f}{win}{per_group}  ->  {summary['path']}"
+        )
+        if summary.get("animation"):
+            print(f"animation: {summary['animation']}")
+    return 0
+
+
+def run_demo(args) -> int:
+    """MAPPO on simple_spread for a few minutes, then greedy evaluation and a GIF."""
+    from rich.console import Console
+
+    from training.config import TrainConfig
+    from training.evaluation import evaluate, random_baseline
+    from training.run import train
+
+    console = Console()
+    cfg = TrainConfig(
+        env=DEMO_ENV, algo="mappo", seed=args.seed, timesteps=args.timesteps, checkpoint_every=25
+    )
+    cfg.settings.lr = 2e-3
+    cfg.settings.minibatch_size = 2048
+    cfg.settings.num_epochs = 10
+    console.print(
+        f"[bold]Arena demo[/]: mappo on {DEMO_ENV}, {args.timesteps:,} env steps; "
+        "random actions score about -75, higher is better"
+    )
+    t0 = time.perf_counter()
+    run = train(cfg, out=args.out, console=console, curve_every=10)
+    minutes = (time.perf_counter() - t0) / 60
+    gif = run / "episode.gif"
+    summary = evaluate(run, episodes=100, render=str(gif))
+    random = random_baseline(DEMO_ENV, {}, episodes=100)
+    console.print(
+        f"trained {minutes:.1f} min; greedy policy over 100 episodes: "
+        f"[bold]{summary['return_mean']:.2f}[/] +- {summary['return_std']:.2f} "
+        f"(random actions: {random['return_mean']:.2f})"
+    )
+    console.print(
+        f"run directory: {run}\n  config.yaml, metrics.csv, tb/ (tensorboard --logdir "
+        f"{run / 'tb'}), checkpoints/, eval.json, {gif.name}"
+    )
+    return 0

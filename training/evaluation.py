@@ -1,0 +1,188 @@
+"""Evaluation: a run's policy rebuilt from plain weights (nothing unpickled), played for a
+number of episodes; and the random baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from training.checkpoints import (
+    RunError,
+    latest_checkpoint,
+    load_config,
+    verify_weights,
+    write_atomic,
+)
+from training.config import ConfigError
+
+
+def play(
+    env_id: str,
+    env_args: dict,
+    act,
+    episodes: int,
+    seed: int,
+    render: str | None = None,
+    reset=None,
+):
+    """Plays ``episodes`` episodes of ``env_id`` with ``act(obs, state) -> actions`` (and
+    ``reset()`` at each episode start, for recurrent policies); returns the summary dict (and
+    writes an animation of the first episode to ``render``). Returns are given per agent and
+    per agent group (the sum over the group's agents)."""
+    import envs
+    from envs.vector import agent_groups
+
+    env = envs.make(env_id, **env_args, **({"render_mode": "rgb_array"} if render else {}))
+    groups = agent_groups(env)
+    totals, per_agent, wins, lengths, frames = [], {a: [] for a in env.possible_agents}, [], [], []
+    for ep in range(episodes):
+        obs, infos = env.reset(seed=seed + ep)
+        if reset is not None:
+            reset()
+        ret = dict.fromkeys(env.possible_agents, 0.0)
+        n, won = 0, None
+        while env.agents:
+            if render and ep == 0:
+                frames.append(env.render())
+            state = env.state() if hasattr(env, "state") else None
+            obs, rew, term, trunc, infos = env.step(act(obs, state))
+            for a, r in rew.items():
+                ret[a] += float(r)
+            n += 1
+            for info in infos.values():
+                if "battle_won" in info:
+                    won = bool(info["battle_won"])
+        totals.append(sum(ret.values()))
+        lengths.append(n)
+        for a in env.possible_agents:
+            per_agent[a].append(ret[a])
+        if won is not None:
+            wins.append(won)
+    env.close()
+    summary = {
+        "env": env_id,
+        "episodes": episodes,
+        "return_mean": float(np.mean(totals)),
+        "return_std": float(np.std(totals)),
+        "episode_len_mean": float(np.mean(lengths)),
+        "per_agent_return_mean": {a: float(np.mean(v)) for a, v in per_agent.items()},
+        "per_group_return_mean": {
+            g.name: float(np.mean(np.sum([per_agent[a] for a in g.agents], axis=0)))
+            for g in groups.values()
+        },
+        "per_group_return_std": {
+            g.name: float(np.std(np.sum([per_agent[a] for a in g.agents], axis=0)))
+            for g in groups.values()
+        },
+        "win_rate": float(np.mean(wins)) if wins else None,
+    }
+    if render and frames:
+        import imageio.v2 as imageio
+
+        Path(render).parent.mkdir(parents=True, exist_ok=True)
+        fps = env.metadata.get("render_fps", 10)
+        imageio.mimsave(render, [np.asarray(f) for f in frames], duration=1 / fps, loop=0)
+        summary["animation"] = str(render)
+    return summary
+
+
+def random_actor(env_id: str, env_args: dict, seed: int):
+    """``act(obs, state)`` drawing uniformly random legal actions."""
+    import envs
+
+    env = envs.make(env_id, **env_args)
+    rng = np.random.default_rng(seed)
+
+    def act(obs, state):
+        out = {}
+        for a, o in obs.items():
+            if isinstance(o, dict) and "action_mask" in o:
+                out[a] = int(rng.choice(np.flatnonzero(o["action_mask"])))
+            else:
+                space = env.action_space(a)
+                space.seed(int(rng.integers(2**31)))
+                out[a] = space.sample()
+        return out
+
+    return act
+
+
+def module_specs(run: str | Path):
+    """The ``MultiRLModuleSpec`` of ``run``'s modules, from its ``config.yaml`` and its env's
+    spaces (this builds the env once)."""
+    from policies import algorithm as algorithms
+
+    cfg = load_config(Path(run))
+    return algorithms.get(cfg.algo).modules(
+        cfg.env, cfg.settings, env_config=cfg.env_args, sharing=cfg.policies
+    )
+
+
+def load_policy(run: str | Path, checkpoint: str | Path | None = None, specs=None):
+    """The run's policy (``policies.inference.Policy``) from a checkpoint's plain weights,
+    rebuilt from ``config.yaml`` and the env's spaces (or ``specs``, from
+    :func:`module_specs`): nothing in the run is unpickled."""
+    from policies.inference import WEIGHTS_DIR, Policy, WeightsError
+
+    run = Path(run)
+    ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run)
+    verify_weights(ckpt)
+    specs = specs if specs is not None else module_specs(run)
+    try:
+        return Policy.from_weights(specs, ckpt / WEIGHTS_DIR)
+    except WeightsError as e:
+        raise RunError(str(e)) from None
+
+
+def evaluate(
+    run: str | Path,
+    episodes: int = 100,
+    render: str | None = None,
+    explore: bool = False,
+    seed: int = 10_000,
+    random_modules: list[str] | None = None,
+) -> dict:
+    """Rebuilds the modules of ``run`` around its plain weights (no unpickling) and plays
+    ``episodes``; writes ``eval.json``.
+    The agents of ``random_modules`` act uniformly at random instead (a baseline for one
+    side of a competitive env)."""
+    run = Path(run)
+    if episodes <= 0:
+        raise ConfigError(f"--episodes must be positive, got {episodes}")
+    ckpt = latest_checkpoint(run)
+    cfg = load_config(run)
+    policy = load_policy(run, ckpt)
+    random_modules = list(random_modules or [])
+    unknown = sorted(set(random_modules) - set(policy.modules))
+    if unknown:
+        raise ConfigError(f"--random {unknown}: the run's modules are {sorted(policy.modules)}")
+    randomised = {a for m in random_modules for a in policy.modules[m].agents}
+    rand = random_actor(cfg.env, cfg.env_args, seed)
+
+    def act(obs, state):
+        mine = {a: o for a, o in obs.items() if a not in randomised}
+        out = policy.act(mine, state, explore) if mine else {}
+        others = {a: o for a, o in obs.items() if a in randomised}
+        return {**out, **(rand(others, state) if others else {})}
+
+    summary = play(cfg.env, cfg.env_args, act, episodes, seed, render, reset=policy.reset)
+    summary.update(
+        {
+            "run": str(run),
+            "checkpoint": ckpt.name,
+            "greedy": not explore,
+            "modules": {m: list(p.agents) for m, p in policy.modules.items()},
+            "random_modules": random_modules,
+        }
+    )
+    name = "eval.json" if not random_modules else f"eval-random-{'-'.join(random_modules)}.json"
+    summary["path"] = str(run / name)
+    write_atomic(run / name, json.dumps(summary, indent=2))
+    return summary
+
+
+def random_baseline(env_id: str, env_args: dict, episodes: int = 100, seed: int = 10_000) -> dict:
+    """The same summary for uniformly random legal actions."""
+    return play(env_id, env_args, random_actor(env_id, env_args, seed), episodes, seed)

@@ -1,0 +1,530 @@
+"""A training run as an object: open (new or resumed), ``step()`` one iteration to a metrics
+row, checkpoint, close; and the callbacks that watch it (progress bar, ``metrics.csv``,
+TensorBoard, a Ray Tune reporter in ``tune/``).
+
+    run = Run.create(cfg, callbacks=[ProgressBar(console), CsvLog(), TensorBoardLog()])
+    run.train()          # or: while not run.done: row = run.step()
+
+The run directory's layout and its checkpoints are :mod:`training.checkpoints`'.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from training.checkpoints import (
+    RunError,
+    load_config,
+    resume_checkpoint,
+    run_dir_for,
+    save_checkpoint,
+    write_atomic,
+)
+from training.config import TrainConfig
+
+DEFAULT_TIMESTEPS = 200_000
+# Per module, after these: "<module>/return", "<module>/policy_loss", ... (MODULE_COLUMNS).
+METRIC_COLUMNS = [
+    "iteration",
+    "env_steps",
+    "time_s",
+    "episode_return_mean",
+    "episode_len_mean",
+    "win_rate",
+    "sample_s",
+    "learn_s",
+    "env_steps_per_s",
+]
+
+MODULE_COLUMNS = ["return", "policy_loss", "vf_loss", "entropy"]
+
+
+def columns_for(modules: list[str]) -> list[str]:
+    """metrics.csv's columns for a run with ``modules``."""
+    return METRIC_COLUMNS + [f"{m}/{c}" for m in modules for c in MODULE_COLUMNS]
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def learner_scalars(result: dict) -> dict[str, dict[str, float]]:
+    """Every scalar learner metric, per module (``module -> name -> value``)."""
+    out = {}
+    for mid, metrics in result.get("learners", {}).items():
+        if mid.startswith("__") or not isinstance(metrics, dict):
+            continue
+        out[mid] = {k: _num(v) for k, v in metrics.items() if not isinstance(v, dict | list)}
+    return out
+
+
+def metrics_row(result: dict, it: int, elapsed: float, modules: list[str]) -> dict[str, float]:
+    er = result.get("env_runners", {})
+    timers = result.get("timers", {})
+    row = {
+        "iteration": it,
+        "env_steps": int(_num(er.get("num_env_steps_sampled_lifetime", 0))),
+        "time_s": round(elapsed, 3),
+        "episode_return_mean": _num(er.get("episode_return_mean")),
+        "episode_len_mean": _num(er.get("episode_len_mean")),
+        "win_rate": _num(er.get("win_rate")),
+        "sample_s": _num(timers.get("env_runner_sampling_timer")),
+        "learn_s": _num(timers.get("learner_update_timer")),
+        "env_steps_per_s": _num(er.get("num_env_steps_sampled"))
+        / max(_num(timers.get("training_iteration", timers.get("training_step"))), 1e-9),
+    }
+    returns = er.get("module_episode_returns_mean", {}) or {}
+    learned = learner_scalars(result)
+    for mid in modules:
+        row[f"{mid}/return"] = _num(returns.get(mid))
+        for key in MODULE_COLUMNS[1:]:
+            row[f"{mid}/{key}"] = _num(learned.get(mid, {}).get(key))
+    return row
+
+
+def read_metrics(path: Path, up_to: int) -> list[dict]:
+    """The rows of ``metrics.csv`` up to iteration ``up_to``; rows that do not parse (a
+    damaged file) are dropped with one warning line."""
+    rows, dropped = [], 0
+    try:
+        with path.open(newline="", errors="replace") as f:
+            for r in csv.DictReader(f):
+                it = str(r.get("iteration") or "")
+                if it.isdigit() and int(it) <= up_to:
+                    rows.append(r)
+                elif not it.isdigit():
+                    dropped += 1
+    except csv.Error:
+        dropped += 1
+    if dropped:
+        print(f"arena: warning: {path}: dropped {dropped} unreadable row(s)", file=sys.stderr)
+    return rows
+
+
+class Callback:
+    """Watches a :class:`Run`. Every hook is optional."""
+
+    def on_open(self, run: Run) -> None:
+        """The run is built (and restored); ``run.iteration`` is where it starts."""
+
+    def on_iteration(
+        self, run: Run, row: dict, learner: dict[str, dict[str, float]], checkpoint: Path | None
+    ) -> None:
+        """One counted iteration: its metrics row, every scalar learner metric per module, and
+        the checkpoint written at this iteration (or None)."""
+
+    def on_close(self, run: Run) -> None:
+        """The run is over (finished, failed or interrupted)."""
+
+
+class Run:
+    """One training run, new or resumed. Build with :meth:`create` or :meth:`resume`.
+
+    Attributes:
+        cfg: the run's config. dir: its run directory. modules: its RLModule ids.
+        iteration, env_steps: how far it has come (counted iterations only).
+        algo: the RLlib Algorithm.
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: Path,
+        *,
+        checkpoint: tuple[Path, dict] | None = None,
+        address: str | None = None,
+        callbacks: Sequence[Callback] = (),
+        console=None,
+    ):
+        from rich.console import Console
+
+        from policies import algorithm as algorithms
+        from training import runtime
+
+        cfg.validate()
+        self.cfg, self.dir, self.callbacks = cfg, Path(run_dir), list(callbacks)
+        self.console = console or Console()
+        self.iteration, self.env_steps = (
+            (checkpoint[1]["iteration"], checkpoint[1]["env_steps"]) if checkpoint else (0, 0)
+        )
+        self.target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
+        algo_config = algorithms.get(cfg.algo).build(  # checks algorithm x env before Ray starts
+            cfg.env,
+            cfg.settings,
+            env_config=cfg.env_args,
+            num_env_runners=cfg.env_runners,
+            seed=cfg.seed,
+            sharing=cfg.policies,
+            frozen=tuple(cfg.frozen),
+            learners=cfg.learners,
+            gpus_per_learner=cfg.gpus_per_learner,
+        )
+        self.modules = list(algo_config.rl_module_spec.rl_module_specs)
+        if not (address or os.environ.get("RAY_ADDRESS")):
+            check_fits(cfg, runtime.local_resources())
+        if not checkpoint or not (self.dir / "config.yaml").exists():
+            # everything is checked: only now does the run directory appear
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        runtime.connect(address)
+        self.algo = algo_config.build_algo()
+        try:
+            if checkpoint:
+                self.algo.restore_from_path(str(checkpoint[0].resolve()))
+                self.console.print(
+                    f"resumed {self.dir} from {checkpoint[0].name} (iteration {self.iteration},"
+                    f" {self.env_steps} env steps)"
+                )
+            rows = read_metrics(self.dir / "metrics.csv", self.iteration) if checkpoint else []
+            elapsed = _num(rows[-1].get("time_s")) if rows else 0.0
+            self._t0 = time.perf_counter() - (elapsed if math.isfinite(elapsed) else 0.0)
+            self._faults = FaultWatch(self.algo, self.console)
+            self._nans = NanWatch([m for m in self.modules if m not in cfg.frozen])
+            self._saved = self.iteration if checkpoint else -1
+            for cb in self.callbacks:
+                cb.on_open(self)
+        except BaseException:
+            self.algo.stop()
+            raise
+
+    @classmethod
+    def create(
+        cls, cfg: TrainConfig, *, out: str = "runs", name: str | None = None, **kwargs
+    ) -> Run:
+        """A new run in ``out/<env>/<algo>/<name>`` (refused if that holds anything)."""
+        cfg.validate()
+        run_dir = run_dir_for(cfg, out, name)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise RunError(
+                f"{run_dir} exists already; pick another --name or use --resume {run_dir}"
+            )
+        return cls(cfg, run_dir, **kwargs)
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: str | Path,
+        *,
+        checkpoint: str | None = None,
+        more: dict[str, int] | None = None,
+        **kwargs,
+    ) -> Run:
+        """``run_dir`` from ``checkpoint`` (``iter_N``) or its newest sound checkpoint, with
+        a new target ``more={"iterations": N}`` / ``{"timesteps": N}`` or other
+        ``env_runners``."""
+        run_dir = Path(run_dir)
+        cfg = load_config(run_dir)
+        point = resume_checkpoint(run_dir, checkpoint)
+        for key, value in (more or {}).items():
+            setattr(cfg, key, value)
+            if key in ("iterations", "timesteps"):
+                setattr(cfg, "timesteps" if key == "iterations" else "iterations", None)
+        return cls(cfg, run_dir, checkpoint=point, **kwargs)
+
+    @property
+    def total(self) -> int:
+        """The target, in the unit of :attr:`progress`: iterations or env steps."""
+        return self.cfg.iterations or self.target_steps
+
+    @property
+    def progress(self) -> int:
+        return self.iteration if self.cfg.iterations else min(self.env_steps, self.total)
+
+    @property
+    def done(self) -> bool:
+        return self.progress >= self.total
+
+    def step(self) -> dict[str, Any]:
+        """Trains one counted iteration (iterations that sampled nothing, while RLlib
+        restarts lost EnvRunners, are repeated), checkpoints when due and at the end, tells
+        the callbacks; returns the metrics row."""
+        while True:
+            result = self.algo.train()
+            if self._faults.counts(result):
+                break
+        self.iteration += 1
+        row = metrics_row(result, self.iteration, time.perf_counter() - self._t0, self.modules)
+        self._nans.check(row, self.dir)
+        self.env_steps = row["env_steps"]
+        due = self.iteration % self.cfg.checkpoint_every == 0 or self.done
+        ckpt = self.checkpoint() if due else None
+        learner = learner_scalars(result)
+        for cb in self.callbacks:
+            cb.on_iteration(self, row, learner, ckpt)
+        return row
+
+    def checkpoint(self) -> Path:
+        """Saves (or returns) the checkpoint of the current iteration."""
+        path = self.dir / "checkpoints" / f"iter_{self.iteration:06d}"
+        if self._saved != self.iteration or not path.exists():
+            path = save_checkpoint(
+                self.algo, self.dir, self.iteration, self.env_steps, self.cfg.keep_checkpoints
+            )
+            self._saved = self.iteration
+        return path
+
+    def train(self) -> Path:
+        """Steps until the target, then closes; returns the run directory."""
+        try:
+            while not self.done:
+                self.step()
+            self.checkpoint()  # a resumed run that was already done has one anyway
+        finally:
+            self.close()
+        return self.dir
+
+    def close(self) -> None:
+        if self.algo is None:
+            return
+        try:
+            for cb in self.callbacks:
+                cb.on_close(self)
+        finally:
+            self.algo.stop()
+            self.algo = None
+
+
+class CsvLog(Callback):
+    """``metrics.csv``, one line appended per iteration. A resumed run first drops the rows
+    after its checkpoint (rewriting the file once, atomically)."""
+
+    def on_open(self, run: Run) -> None:
+        self.path = run.dir / "metrics.csv"
+        self.columns = columns_for(run.modules)
+        rows = read_metrics(self.path, run.iteration) if run.iteration else []
+        lines = [",".join(self.columns)]
+        lines += [",".join(str(r.get(c) or "") for c in self.columns) for r in rows]
+        write_atomic(self.path, "\n".join(lines) + "\n")
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        with self.path.open("a") as f:
+            f.write(",".join(str(row.get(c, "")) for c in self.columns) + "\n")
+
+
+class TensorBoardLog(Callback):
+    """TensorBoard scalars in ``tb/``: every row column, and every scalar learner metric as
+    ``learner/<module>/<name>``."""
+
+    def on_open(self, run: Run) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb = SummaryWriter(str(run.dir / "tb"), purge_step=run.iteration + 1)
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        it = row["iteration"]
+        for key, value in row.items():
+            if key != "iteration" and not math.isnan(_num(value)):
+                self.tb.add_scalar(key, _num(value), it)
+        for mid, metrics in learner.items():
+            for key, value in metrics.items():
+                if not math.isnan(value):
+                    self.tb.add_scalar(f"learner/{mid}/{key}", value, it)
+        self.tb.flush()
+
+    def on_close(self, run: Run) -> None:
+        self.tb.close()
+
+
+class ProgressBar(Callback):
+    """A rich progress bar (iterations or env steps), and a line every ``curve_every``
+    iterations."""
+
+    def __init__(self, console=None, curve_every: int = 0):
+        self.console, self.curve_every = console, curve_every
+
+    def on_open(self, run: Run) -> None:
+        self.bar = _progress(self.console or run.console)
+        self.bar.start()
+        self.task = self.bar.add_task(
+            "train",
+            total=run.total,
+            completed=run.progress,
+            ret=math.nan,
+            it=run.iteration,
+            sps=0.0,
+            steps=run.env_steps,
+            win="",
+            mods="",
+        )
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        mods = module_returns_text(row, run.modules)
+        # Battle envs (SMAC) report a win rate; others leave the column empty.
+        win = "" if math.isnan(row["win_rate"]) else f"win {row['win_rate']:.0%}"
+        self.bar.update(
+            self.task,
+            completed=run.progress,
+            ret=row["episode_return_mean"],
+            it=run.iteration,
+            sps=row["env_steps_per_s"],
+            steps=run.env_steps,
+            win=win,
+            mods=mods,
+        )
+        if self.curve_every and run.iteration % self.curve_every == 0:
+            self.bar.console.print(
+                f"iter {run.iteration:4d}  env steps {run.env_steps:>9,}  return "
+                f"{row['episode_return_mean']:8.2f}  {row['env_steps_per_s']:8.0f} steps/s  "
+                f"{win} {mods}"
+            )
+
+    def on_close(self, run: Run) -> None:
+        self.bar.stop()
+
+
+def default_callbacks(console=None, curve_every: int = 0) -> list[Callback]:
+    """What ``arena train`` uses: progress bar, metrics.csv, TensorBoard."""
+    return [ProgressBar(console, curve_every), CsvLog(), TensorBoardLog()]
+
+
+def train(
+    cfg: TrainConfig | None,
+    *,
+    out: str = "runs",
+    name: str | None = None,
+    address: str | None = None,
+    resume: str | None = None,
+    more: dict[str, int] | None = None,
+    checkpoint: str | None = None,
+    console=None,
+    curve_every: int = 0,
+) -> Path:
+    """Trains ``cfg`` to its target with the default callbacks (or resumes the run directory
+    ``resume``, see :meth:`Run.resume`); returns the run directory."""
+    callbacks = default_callbacks(console, curve_every)
+    if resume:
+        run = Run.resume(
+            resume,
+            checkpoint=checkpoint,
+            more=more,
+            address=address,
+            callbacks=callbacks,
+            console=console,
+        )
+    else:
+        run = Run.create(
+            cfg, out=out, name=name, address=address, callbacks=callbacks, console=console
+        )
+    return run.train()
+
+
+def check_fits(cfg: TrainConfig, resources: dict) -> None:
+    """Refuses, before Ray starts, a run the embedded Ray could never schedule (it would wait
+    for CPUs or GPUs forever): each EnvRunner takes a CPU, each Learner a CPU or its GPUs."""
+    cpus = cfg.env_runners + (cfg.learners if cfg.gpus_per_learner == 0 else 0)
+    gpus = cfg.learners * cfg.gpus_per_learner
+    have_cpus = resources.get("num_cpus", 0)
+    if "num_gpus" in resources:
+        have_gpus = resources["num_gpus"]
+    else:  # what Ray would detect
+        import torch
+
+        have_gpus = torch.cuda.device_count()
+    if cpus > have_cpus:
+        raise RunError(
+            f"--env-runners {cfg.env_runners} and --learners {cfg.learners} need {cpus} CPUs; "
+            f"this machine has {have_cpus} (the driver samples and learns itself with 0 of each)"
+        )
+    if gpus > have_gpus:
+        raise RunError(
+            f"--learners {cfg.learners} x --gpus-per-learner {cfg.gpus_per_learner} "
+            f"need {gpus:g} GPUs; this machine has {have_gpus}"
+        )
+
+
+class NanWatch:
+    """Stops a run whose trained modules' losses have not been finite for ``PATIENCE``
+    iterations in a row (it would only write NaN weights from then on)."""
+
+    PATIENCE = 3
+
+    def __init__(self, trained: list[str]):
+        self.trained, self.bad = trained, 0
+
+    def check(self, row: dict, run: Path) -> None:
+        losses = [_num(row.get(f"{m}/policy_loss")) for m in self.trained]
+        self.bad = self.bad + 1 if losses and not any(map(math.isfinite, losses)) else 0
+        if self.bad >= self.PATIENCE:
+            raise RunError(
+                f"losses were not finite for {self.PATIENCE} iterations (a learning rate too "
+                f"high?); stopped before checkpointing broken weights; {run} keeps its last "
+                "checkpoint"
+            )
+
+
+class FaultWatch:
+    """Says when RLlib restarted a lost EnvRunner, and keeps iterations that sampled nothing
+    (all EnvRunners lost) from counting toward ``--iterations``."""
+
+    MAX_EMPTY = 10
+
+    def __init__(self, algo, console):
+        self.group, self.console = algo.env_runner_group, console
+        self.restarts = self._restarts()
+        self.empty = 0
+
+    def _restarts(self) -> int:
+        return self.group.num_remote_worker_restarts() if self.group is not None else 0
+
+    def counts(self, result: dict) -> bool:
+        """Whether this iteration trained on samples (and so counts)."""
+        now = self._restarts()
+        if now > self.restarts:
+            self.console.print(
+                f"arena: an EnvRunner was lost and restarted ({now} restart(s) so far)"
+            )
+            self.restarts = now
+        sampled = _num(result.get("env_runners", {}).get("num_env_steps_sampled", 0))
+        if sampled > 0:
+            self.empty = 0
+            return True
+        self.empty += 1
+        if self.empty >= self.MAX_EMPTY:
+            raise RunError(
+                f"{self.MAX_EMPTY} iterations in a row sampled nothing: the EnvRunners keep "
+                "failing (their logs are in Ray's session folder)"
+            )
+        return False
+
+
+def module_returns_text(row: dict, modules: list[str]) -> str:
+    """Per-module returns for the progress bar, where there is more than one module."""
+    if len(modules) < 2:
+        return ""
+    return "(" + ", ".join(f"{m} {row[f'{m}/return']:.1f}" for m in modules) + ")"
+
+
+def _progress(console):
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("iter {task.fields[it]}"),
+        BarColumn(),
+        TextColumn("{task.fields[steps]:,} env steps"),
+        TextColumn("return {task.fields[ret]:.2f} {task.fields[mods]}"),
+        TextColumn("{task.fields[win]}"),
+        TextColumn("{task.fields[sps]:.0f} steps/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )

@@ -1,0 +1,89 @@
+"""Arena runs as Ray Tune trials.
+
+    from ray import tune
+    from tune.trainable import trial
+
+    tuner = tune.Tuner(
+        tune.with_resources(trial, {"cpu": 1}),
+        param_space={"env": "mpe/simple_spread-v3", "algo": "ippo", "iterations": 50,
+                     "lr": tune.grid_search([3e-4, 1e-3])},
+        tune_config=tune.TuneConfig(scheduler=ASHAScheduler(time_attr="iteration",
+                                    metric="episode_return_mean", mode="max")),
+    )
+
+A trial's config is flat: ``env`` plus any key ``arena train --set`` takes (``algo``,
+``iterations``, ``lr``, ``model.hidden``, ``env.max_cycles``, ...). The trial's run directory
+is ``run/`` in its Tune trial folder (config.yaml, metrics.csv, tb/, checkpoints/), so
+``arena eval`` and ``arena serve`` take it like any run. Every iteration is reported with the
+metrics row of ``metrics.csv`` (``iteration`` counts Arena's iterations, also after a
+restore); ``checkpoint_every`` iterations (and the last) carry the checkpoint, which Tune keeps
+in its storage and hands back on ``Tuner.restore`` or when PBT clones a trial.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from training.run import Callback, CsvLog, Run, TensorBoardLog
+
+
+def trial_config(config: dict[str, Any]):
+    """The :class:`training.config.TrainConfig` of a trial's flat ``config``."""
+    from training.config import ConfigError, TrainConfig, set_value
+
+    if "env" not in config:
+        raise ConfigError("a trial's config needs 'env'")
+    cfg = TrainConfig(env=config["env"])
+    if "algo" in config:
+        set_value(cfg, "algo", config["algo"])
+    for key, value in config.items():
+        if key not in ("env", "algo"):
+            set_value(cfg, key, value)
+    cfg.validate()
+    return cfg
+
+
+class TuneReporter(Callback):
+    """Reports each iteration's metrics row to Tune, with the checkpoint when one was saved."""
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        from ray import tune
+
+        ckpt = tune.Checkpoint.from_directory(str(checkpoint)) if checkpoint else None
+        tune.report(dict(row), checkpoint=ckpt)
+
+
+def restored_checkpoint(run_dir: Path):
+    """The checkpoint Tune hands this trial (after ``Tuner.restore`` or a PBT clone), copied
+    into ``run_dir/checkpoints``, with its verified ``arena.json``; None on a fresh start."""
+    from ray import tune
+
+    from training.checkpoints import checkpoint_meta
+
+    given = tune.get_checkpoint()
+    if given is None:
+        return None
+    with given.as_directory() as src:
+        meta = checkpoint_meta(Path(src))
+        dest = run_dir / "checkpoints" / f"iter_{meta['iteration']:06d}"
+        if Path(src).resolve() != dest.resolve():
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(src, dest)
+    return dest, meta
+
+
+def trial(config: dict[str, Any]) -> None:
+    """Tune's function trainable: one Arena run to its target, reporting every iteration."""
+    from ray import tune
+
+    cfg = trial_config(config)
+    run_dir = Path(tune.get_context().get_trial_dir()) / "run"
+    run = Run(
+        cfg,
+        run_dir,
+        checkpoint=restored_checkpoint(run_dir),
+        callbacks=[CsvLog(), TensorBoardLog(), TuneReporter()],
+    )
+    run.train()
