@@ -27,6 +27,7 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q tests
 
 bench: setup
@@ -49,6 +50,7 @@ bench-smac: setup smax-venv
 
 lint: setup
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m ruff format --check .
 
 format: setup

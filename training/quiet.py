@@ -1,5 +1,6 @@
 """Quiet output: a user sees Arena's own progress and results, not the deprecation notes and
-hints that Ray, RLlib and torch print (``arena --verbose`` shows them)."""
+hints that Ray, RLlib and torch log or warn (``arena --verbose`` shows them). Arena's own
+lines are printed, never logged, so they are unaffected."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ import logging
 import os
 import warnings
 
-# Loggers whose INFO and WARNING lines are Ray's business, not the user's.
-NOISY = ("ray", "ray.rllib", "ray.tune", "ray.serve", "ray.data", "ray.train")
+FLAG = "ARENA_QUIET"
 
 
 def quiet() -> None:
-    """Hides library warnings in this process and in the Ray workers it starts (they inherit
-    the environment: ``PYTHONWARNINGS``); errors still show."""
+    """Hides library warnings and log lines below ERROR in this process (``logging.disable``:
+    importing Ray resets its loggers' levels, but not this) and, through the environment,
+    Python warnings in the Ray workers it starts; :func:`training.runtime.connect` keeps the
+    workers' lines from the driver's terminal."""
+    os.environ[FLAG] = "1"
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     warnings.simplefilter("ignore")
-    for name in NOISY:
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.disable(logging.WARNING)
+
+
+def enabled() -> bool:
+    return os.environ.get(FLAG) == "1"

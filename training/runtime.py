@@ -62,13 +62,14 @@ def connect(
     import ray
 
     import envs.registry
+    from training import quiet
 
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
         common = dict(
             runtime_env={"env_vars": dict(WORKER_ENV)},
             logging_level=logging.WARNING,
-            log_to_driver=True,
+            log_to_driver=not quiet.enabled(),  # the workers' lines only with --verbose
         )
         if address:
             ray.init(address=address, **common)

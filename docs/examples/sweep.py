@@ -1,5 +1,6 @@
 """A learning-rate x seed sweep of Arena training runs with Ray Tune, submitted as a Ray job.
-A stop-gap until ``arena sweep`` (tune/) lands: every trial is one ordinary run directory.
+Every trial is an Arena run (``tune.trainable.trial``) whose run directory is ``run/`` in
+its Tune trial folder, reporting every iteration to Tune.
 
     ray job submit --address http://127.0.0.1:8265 --runtime-env cluster/runtime_env.yaml \\
         -- python docs/examples/sweep.py --out /home/ray/arena/runs/sweeps/lr \\
@@ -13,25 +14,12 @@ sweep. It prints one line per trial (lr, seed, last return, run directory), best
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
+import yaml
 from ray import tune
 
-
-def trial(config: dict) -> None:
-    from cluster import driver
-    from cluster.config import TrainConfig, apply_overrides
-
-    cfg = TrainConfig(
-        env=config["env"], algo=config["algo"], seed=config["seed"], iterations=config["iterations"]
-    )
-    cfg.settings.lr = config["lr"]
-    apply_overrides(cfg, config["set"])
-    run = driver.train(cfg, out=config["out"], name=f"lr{config['lr']:g}-s{config['seed']}")
-    with (run / "metrics.csv").open() as f:
-        last = list(csv.DictReader(f))[-1]
-    tune.report({"episode_return_mean": float(last["episode_return_mean"]), "run": str(run)})
+from tune.trainable import trial
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--iterations", type=int, default=50)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--out", required=True, help="absolute folder for the run directories")
+    p.add_argument("--out", required=True, help="absolute folder for Tune's trial folders")
     args = p.parse_args(argv)
     out = Path(args.out)
     if not out.is_absolute():
@@ -52,15 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         "env": args.env,
         "algo": args.algo,
         "iterations": args.iterations,
-        "set": args.set,
-        "out": str(out),
+        **{k: yaml.safe_load(v) for k, _, v in (pair.partition("=") for pair in args.set)},
         "lr": tune.grid_search(args.lr),
         "seed": tune.grid_search(args.seeds),
     }
     tuner = tune.Tuner(
         tune.with_resources(trial, {"cpu": 1}),
         param_space=space,
-        run_config=tune.RunConfig(storage_path=str(out / "tune"), name="sweep", verbose=1),
+        run_config=tune.RunConfig(storage_path=str(out), name="sweep", verbose=1),
     )
     results = tuner.fit()
     rows = sorted(
@@ -70,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(
             f"lr {r.config['lr']:g} seed {r.config['seed']}: "
-            f"return {r.metrics['episode_return_mean']:.2f}  {r.metrics['run']}"
+            f"return {r.metrics['episode_return_mean']:.2f}  {r.path}/run"
         )
     failed = [r for r in results if r.error is not None]
     for r in failed:

@@ -145,9 +145,11 @@ def test_sweep_example_runs_as_a_job(head, tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     for lr in ("0.001", "0.003"):
-        run_dir = tmp_path / f"mpe/simple_spread-v3/mappo/lr{lr}-s0"
+        found = re.search(rf"lr {lr} seed 0: return -?\d+\.\d+  (\S+)", out)
+        assert found, out
+        run_dir = Path(found.group(1))
+        assert run_dir.parent.parent == tmp_path / "sweep" and run_dir.name == "run"
         check_run(run_dir)
-        assert re.search(rf"lr {lr} seed 0: return -?\d+\.\d+  {run_dir}", out), out
 
 
 def test_the_manifests_probe_answers_on_a_real_head(head):
