@@ -3,11 +3,12 @@ reject, without a cluster.
 
     python -m tests.k8s.validate k8s/rayjob-train.yaml ...   # prints each error, exits 1 on any
 
-1. The schema: the ``openAPIV3Schema`` of the CRD's storage version (``../shared/kuberay/crds``
-   or ``KUBERAY_CRDS``), made strict as ``kubectl apply`` (``--validate=strict``, its default)
-   is: an unknown field is an error, not silently pruned. CEL rules
-   (``x-kubernetes-validations``) are not evaluated; in KubeRay v1.7 they guard immutable
-   fields and ``managedBy``/``deletionStrategy``, none of which these manifests set.
+1. The schema: the ``openAPIV3Schema`` of the CRD's storage version (KubeRay v1.7.0's, kept
+   in ``tests/k8s/crds``, see its README.md; ``KUBERAY_CRDS`` may name another folder), made
+   strict as ``kubectl apply`` (``--validate=strict``, its default) is: an unknown field is
+   an error, not silently pruned. CEL rules (``x-kubernetes-validations``) are not evaluated;
+   in KubeRay v1.7 they guard immutable fields and ``managedBy``/``deletionStrategy``, none
+   of which these manifests set.
 2. The operator's own rules, which the schema cannot express (ray-operator's
    ``utils/validation.go``): name lengths and DNS-1035 names, min <= max replicas, resources
    in ``rayStartParams`` or ``resources`` but not both, autoscaler v2 settings, RayJob
@@ -29,7 +30,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+CRDS = Path(__file__).resolve().parent / "crds"
 CRD_FILES = {
     "RayCluster": "ray.io_rayclusters.yaml",
     "RayJob": "ray.io_rayjobs.yaml",
@@ -47,7 +48,7 @@ class ManifestError(ValueError):
 
 
 def crd_dir() -> Path:
-    path = Path(os.environ.get("KUBERAY_CRDS") or ROOT.parent / "shared" / "kuberay" / "crds")
+    path = Path(os.environ.get("KUBERAY_CRDS") or CRDS)
     if not all((path / f).is_file() for f in CRD_FILES.values()):
         raise ManifestError(
             f"KubeRay CRDs not found in {path} (need {', '.join(CRD_FILES.values())}); "
