@@ -1,9 +1,15 @@
 """SMAC v1 maps and SMACv2 procedural scenarios: who fights, where they start, for how long.
 
-v1 maps follow the anchor table (``../shared/anchors/smac.md``) and smaclite's reading of the
-SMAC maps: a 32x32 open map, allies grouped around (9, 16), enemies around (23, 16), the enemy
-AI attack-moving to the allies' start. SMACv2 scenarios sample unit types per episode
-(0.45/0.45/0.10) and starts ("surrounded" or "reflect", p = 0.5 each).
+v1 maps: units, counts, episode limits, races and unit-type bits as in SMAC's map registry
+(github.com/oxwhirl/smac, ``smac/env/starcraft2/maps/smac_maps.py``) and the map table of its
+``docs/smac.md``; ``tests/envs/test_smac.py`` checks them against a copy of both. Every v1 map
+is laid out as smaclite's open-field maps are (github.com/uoe-agents/smaclite,
+``smaclite/env/maps/smaclite_maps/``, e.g. ``2s3z.json``): 32x32, allies grouped around
+(9, 16), enemies around (23, 16), the enemy AI attack-moving to the allies' start. (smaclite
+gives corridor, 2c_vs_64zg, 2s_vs_1sc and bane_vs_bane their own terrain and starts; this
+simulator does not.) SMACv2 scenarios (github.com/oxwhirl/smacv2, its README's scenario table
+and ``smacv2/examples/configs/sc2_gen_*.yaml``) sample unit types per episode (0.45/0.45/0.10)
+and starts ("surrounded" or "reflect", p = 0.5 each).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ V2_TYPES = {
     "zerg": ("zergling", "hydralisk", "baneling"),
 }
 V2_TYPE_PROBS = (0.45, 0.45, 0.10)
+# SMACv2's exception_unit_types: a team (or the group of extra enemies) made of these alone is
+# drawn again.
+V2_EXCEPTIONS = {"protoss": (), "terran": ("medivac",), "zerg": ("baneling",)}
 V2_SIZES = {
     "5_vs_5": (5, 5),
     "10_vs_10": (10, 10),
@@ -104,7 +113,7 @@ def _v1(name, allies, enemies, limit, map_type=None) -> MapSpec:
 
 
 _M, _MMM = (("marine", 1),), (("marauder", 2), ("marine", 7), ("medivac", 1))
-# One row a line, as in the anchor's table.
+# One row a line.
 # fmt: off
 SMAC_MAPS: dict[str, MapSpec] = {
     m.name: m
@@ -201,17 +210,26 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
         enemy_pos = group_positions(enemy_types, ENEMY_START, rng, mirror=True)
         point = np.array(ALLY_START, np.float32)
     else:
-        names = V2_TYPES[spec.race]
-        pool = np.array([INDEX[n] for n in names])
         # SMACv2 mirrors the allies' team for the enemies and samples any extra enemies.
-        ally_types = pool[rng.choice(3, size=spec.n_allies, p=V2_TYPE_PROBS)]
-        extra = pool[rng.choice(3, size=spec.n_enemies - spec.n_allies, p=V2_TYPE_PROBS)]
+        ally_types = _v2_team(spec.race, spec.n_allies, rng)
+        extra = _v2_team(spec.race, spec.n_enemies - spec.n_allies, rng)
         enemy_types = np.concatenate([ally_types, extra])
         ally_pos, enemy_pos = _v2_starts(ally_types, enemy_types, rng)
         point = ally_pos.mean(0)
     types = np.concatenate([ally_types, enemy_types]).astype(np.int64)
     pos = np.clip(np.concatenate([ally_pos, enemy_pos]), 0.5, MAP_SIZE - 0.5)
     return types, pos.astype(np.float32), point.astype(np.float32)
+
+
+def _v2_team(race: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` unit types drawn with SMACv2's weights, drawn again while all are exceptions
+    (SMACv2's ``WeightedTeamsDistribution``: no all-medivac or all-baneling team)."""
+    pool = np.array([INDEX[name] for name in V2_TYPES[race]])
+    exceptions = [INDEX[name] for name in V2_EXCEPTIONS[race]]
+    while True:
+        team = pool[rng.choice(3, size=n, p=V2_TYPE_PROBS)]
+        if n == 0 or not np.isin(team, exceptions).all():
+            return team
 
 
 def _v2_starts(ally_types, enemy_types, rng):

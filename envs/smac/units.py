@@ -1,4 +1,19 @@
-"""The unit table: SC2 "faster" values from ``../shared/anchors/smac.md``, one row per type.
+"""The unit table: StarCraft II's values at "faster" game speed, one row per type.
+
+SMAC itself (github.com/oxwhirl/smac) takes unit stats from the game, so they are written down
+here from public re-implementations of SMAC and the game's data:
+
+- hp, shield, armor, damage and bonus, attacks, cooldown, weapon range, speed and size agree
+  with smaclite's unit files (github.com/uoe-agents/smaclite,
+  ``smaclite/env/units/smaclite_units/*.json``; radius = size / 2) for every type smaclite
+  has (the medivac's "damage" is its heal, 9 hp/s, smaclite's ``HEAL_PER_SECOND``), except
+  the baneling (smaclite: damage 80, cooldown 1, speed 3.15; here SC2's 16 + 19 vs light,
+  speed 3.5, no cooldown since it explodes) and the spine crawler's radius (smaclite 0.5,
+  here 1.0). smaclite has no hydralisk: its row is SC2's (hp 90, damage 12, cooldown 0.59,
+  range 5, speed 3.15).
+- shields agree with SMAC's ``unit_max_shield`` (``smac/env/starcraft2/starcraft2.py``);
+  sight and weapon ranges with SMACv2's ``unit_sight_range`` / ``unit_shoot_range``
+  (github.com/oxwhirl/smacv2, ``smacv2/env/starcraft2/starcraft2.py``).
 
 Everything the simulator needs about a unit type is a column here, so that the core gathers
 per-unit arrays with one fancy index (``TABLE.hp[types]``) instead of branching on names.
@@ -35,7 +50,7 @@ class UnitType:
     sight: float = 9.0  # SC2 sight, used by SMACv2's per-unit ranges
 
 
-# One row a line, as in the anchor's table.
+# One row a line.
 # fmt: off
 UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True),
@@ -62,7 +77,9 @@ MARINE, MARAUDER, MEDIVAC, STALKER, ZEALOT, COLOSSUS, ZERGLING, HYDRALISK, BANEL
     len(UNIT_TYPES)
 )
 
-# Mechanics constants (anchor file and SC2).
+# Mechanics constants: SC2 runs 16 game frames per second at "faster" speed; SMAC's
+# step_mul = 8 and move_amount = 2 (starcraft2.py); the medivac's energy (200, starting at 50)
+# and heal (9 hp/s, 3 hp per energy) and the splash sizes as in smaclite.
 FRAMES_PER_SECOND = 16
 STEP_MUL = 8  # game frames per agent step: 0.5 game seconds
 MOVE_AMOUNT = 2.0

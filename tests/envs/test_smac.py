@@ -1,4 +1,5 @@
-"""SMAC battles: mechanics with the anchor file's numbers, the interface, sizes, determinism."""
+"""SMAC battles: mechanics with SC2's numbers, the maps and sizes of upstream SMAC and SMACv2,
+the interface, determinism."""
 
 import math
 
@@ -8,39 +9,169 @@ import pytest
 import envs
 from envs.smac import units as U
 from envs.smac.core import AMOVE, ATTACK, HEAL, NONE, BattleBatch
-from envs.smac.maps import SMAC_MAPS, SMACV2_SCENARIOS, V2_TYPE_PROBS, V2_TYPES, sample_battle
+from envs.smac.maps import (
+    MAP_SIZE,
+    SMAC_MAPS,
+    SMACV2_SCENARIOS,
+    V2_EXCEPTIONS,
+    V2_TYPE_PROBS,
+    V2_TYPES,
+    sample_battle,
+)
 
-# SMAC's (obs, state) sizes with its default flags, as SMAC itself reports them.
-SMAC_SIZES = {
-    "3m": (30, 48),
-    "8m": (80, 168),
-    "2s3z": (80, 120),
-    "3s5z": (128, 216),
-    "MMM": (160, 290),
-    "MMM2": (176, 322),
-    "5m_vs_6m": (55, 98),
-    "27m_vs_30m": (285, 1170),
-    "1c3s5z": (162, 270),
-    "corridor": (156, 282),
-    "6h_vs_8z": (78, 140),
-    "3s_vs_5z": (48, 68),
-    "2c_vs_64zg": (332, 342),
-    "2s_vs_1sc": (17, 27),
-    "2m_vs_1z": (16, 26),
-    "protoss_5_vs_5": (92, 130),
-    "terran_5_vs_5": (82, 120),
-    "zerg_5_vs_5": (82, 120),
+# Reference numbers, written down from SMAC's and SMACv2's own sources (github.com/oxwhirl/smac
+# at d6aab33, github.com/oxwhirl/smacv2 at 577ab5a), not from this repository's code.
+#
+# SMAC's map registry, smac/env/starcraft2/maps/smac_maps.py `map_param_registry`:
+# name: (n_agents, n_enemies, limit, a_race, b_race, unit_type_bits, map_type).
+SMAC_REGISTRY = {
+    "3m": (3, 3, 60, "T", "T", 0, "marines"),
+    "8m": (8, 8, 120, "T", "T", 0, "marines"),
+    "25m": (25, 25, 150, "T", "T", 0, "marines"),
+    "5m_vs_6m": (5, 6, 70, "T", "T", 0, "marines"),
+    "8m_vs_9m": (8, 9, 120, "T", "T", 0, "marines"),
+    "10m_vs_11m": (10, 11, 150, "T", "T", 0, "marines"),
+    "27m_vs_30m": (27, 30, 180, "T", "T", 0, "marines"),
+    "MMM": (10, 10, 150, "T", "T", 3, "MMM"),
+    "MMM2": (10, 12, 180, "T", "T", 3, "MMM"),
+    "2s3z": (5, 5, 120, "P", "P", 2, "stalkers_and_zealots"),
+    "3s5z": (8, 8, 150, "P", "P", 2, "stalkers_and_zealots"),
+    "3s5z_vs_3s6z": (8, 9, 170, "P", "P", 2, "stalkers_and_zealots"),
+    "3s_vs_3z": (3, 3, 150, "P", "P", 0, "stalkers"),
+    "3s_vs_4z": (3, 4, 200, "P", "P", 0, "stalkers"),
+    "3s_vs_5z": (3, 5, 250, "P", "P", 0, "stalkers"),
+    "1c3s5z": (9, 9, 180, "P", "P", 3, "colossi_stalkers_zealots"),
+    "2m_vs_1z": (2, 1, 150, "T", "P", 0, "marines"),
+    "corridor": (6, 24, 400, "P", "Z", 0, "zealots"),
+    "6h_vs_8z": (6, 8, 150, "Z", "P", 0, "hydralisks"),
+    "2s_vs_1sc": (2, 1, 300, "P", "Z", 0, "stalkers"),
+    "so_many_baneling": (7, 32, 100, "P", "Z", 0, "zealots"),
+    "bane_vs_bane": (24, 24, 200, "Z", "Z", 2, "bane"),
+    "2c_vs_64zg": (2, 64, 400, "P", "Z", 0, "colossus"),
 }
+# The units of each map, from the map table of SMAC's docs/smac.md ("Ally Units", "Enemy Units").
+_MMM = {"medivac": 1, "marauder": 2, "marine": 7}
+SMAC_UNITS = {
+    "3m": ({"marine": 3}, {"marine": 3}),
+    "8m": ({"marine": 8}, {"marine": 8}),
+    "25m": ({"marine": 25}, {"marine": 25}),
+    "2s3z": ({"stalker": 2, "zealot": 3}, {"stalker": 2, "zealot": 3}),
+    "3s5z": ({"stalker": 3, "zealot": 5}, {"stalker": 3, "zealot": 5}),
+    "MMM": (_MMM, _MMM),
+    "5m_vs_6m": ({"marine": 5}, {"marine": 6}),
+    "8m_vs_9m": ({"marine": 8}, {"marine": 9}),
+    "10m_vs_11m": ({"marine": 10}, {"marine": 11}),
+    "27m_vs_30m": ({"marine": 27}, {"marine": 30}),
+    "3s5z_vs_3s6z": ({"stalker": 3, "zealot": 5}, {"stalker": 3, "zealot": 6}),
+    "MMM2": (_MMM, {"medivac": 1, "marauder": 3, "marine": 8}),
+    "2m_vs_1z": ({"marine": 2}, {"zealot": 1}),
+    "2s_vs_1sc": ({"stalker": 2}, {"spine_crawler": 1}),
+    "3s_vs_3z": ({"stalker": 3}, {"zealot": 3}),
+    "3s_vs_4z": ({"stalker": 3}, {"zealot": 4}),
+    "3s_vs_5z": ({"stalker": 3}, {"zealot": 5}),
+    "6h_vs_8z": ({"hydralisk": 6}, {"zealot": 8}),
+    "corridor": ({"zealot": 6}, {"zergling": 24}),
+    "bane_vs_bane": ({"zergling": 20, "baneling": 4}, {"zergling": 20, "baneling": 4}),
+    "so_many_baneling": ({"zealot": 7}, {"baneling": 32}),
+    "2c_vs_64zg": ({"colossus": 2}, {"zergling": 64}),
+    "1c3s5z": (
+        {"colossus": 1, "stalker": 3, "zealot": 5},
+        {"colossus": 1, "stalker": 3, "zealot": 5},
+    ),
+}
+# The unit-type one-hot index per map_type, allies and enemies (starcraft2.py
+# `_init_ally_unit_types` and `get_unit_type_id`: enemies use SC2's ids, zealot 73 < stalker 74).
+SMAC_TYPE_IDS = {
+    "stalkers_and_zealots": ({"stalker": 0, "zealot": 1}, {"zealot": 0, "stalker": 1}),
+    "colossi_stalkers_zealots": ({"colossus": 0, "stalker": 1, "zealot": 2},) * 2,
+    "MMM": ({"marauder": 0, "marine": 1, "medivac": 2},) * 2,
+    "bane": ({"baneling": 0, "zergling": 1},) * 2,
+}
+# SMACv2: the README's scenario table (n_units, n_enemies); the `10gen_{race}` registry entries
+# (limit 200, unit_type_bits 3, both races the same); sc2_gen_{race}.yaml's unit types and weights,
+# `exception_unit_types` (a team may not be made of these alone), use_unit_ranges,
+# min_attack_range 2, obs_own_pos, map_x = map_y = 32; the one-hot index is `get_unit_type_id`'s.
+SMACV2_COUNTS = {"5_vs_5": (5, 5), "10_vs_10": (10, 10), "10_vs_11": (10, 11)}
+SMACV2_COUNTS |= {"20_vs_20": (20, 20), "20_vs_23": (20, 23)}
+SMACV2_TEAMS = {  # race: ({unit: weight}, one-hot index, exceptions)
+    "protoss": (
+        {"stalker": 0.45, "zealot": 0.45, "colossus": 0.1},
+        {"stalker": 0, "zealot": 1, "colossus": 2},
+        set(),
+    ),
+    "terran": (
+        {"marine": 0.45, "marauder": 0.45, "medivac": 0.1},
+        {"marine": 0, "marauder": 1, "medivac": 2},
+        {"medivac"},
+    ),
+    "zerg": (
+        {"zergling": 0.45, "baneling": 0.1, "hydralisk": 0.45},
+        {"zergling": 0, "hydralisk": 1, "baneling": 2},
+        {"baneling"},
+    ),
+}
+# (obs size, state size, n_actions): what upstream StarCraft2Env reports with its default flags
+# (SMACv2: sc2_gen_{race}.yaml's env_args), computed by running the upstream code without the game
+# (tests/envs/smac_upstream.py).
+SMAC_SIZES = {
+    "3m": (30, 48, 9),
+    "8m": (80, 168, 14),
+    "25m": (250, 950, 31),
+    "5m_vs_6m": (55, 98, 12),
+    "8m_vs_9m": (85, 179, 15),
+    "10m_vs_11m": (105, 243, 17),
+    "27m_vs_30m": (285, 1170, 36),
+    "MMM": (160, 290, 16),
+    "MMM2": (176, 322, 18),
+    "2s3z": (80, 120, 11),
+    "3s5z": (128, 216, 14),
+    "3s5z_vs_3s6z": (136, 230, 15),
+    "3s_vs_3z": (36, 54, 9),
+    "3s_vs_4z": (42, 61, 10),
+    "3s_vs_5z": (48, 68, 11),
+    "1c3s5z": (162, 270, 15),
+    "2m_vs_1z": (16, 26, 7),
+    "corridor": (156, 282, 30),
+    "6h_vs_8z": (78, 140, 14),
+    "2s_vs_1sc": (17, 27, 7),
+    "so_many_baneling": (202, 397, 38),
+    "bane_vs_bane": (336, 984, 30),
+    "2c_vs_64zg": (332, 342, 70),
+    "protoss_5_vs_5": (92, 130, 11),
+    "protoss_10_vs_10": (182, 310, 16),
+    "protoss_10_vs_11": (191, 327, 17),
+    "protoss_20_vs_20": (362, 820, 26),
+    "protoss_20_vs_23": (389, 901, 29),
+    "terran_5_vs_5": (82, 120, 11),
+    "terran_10_vs_10": (162, 290, 16),
+    "terran_10_vs_11": (170, 306, 17),
+    "terran_20_vs_20": (322, 780, 26),
+    "terran_20_vs_23": (346, 858, 29),
+    "zerg_5_vs_5": (82, 120, 11),
+    "zerg_10_vs_10": (162, 290, 16),
+    "zerg_10_vs_11": (170, 306, 17),
+    "zerg_20_vs_20": (322, 780, 26),
+    "zerg_20_vs_23": (346, 858, 29),
+}
+# Every SMAC map's MapInfo (inside its .SC2Map) says 32 x 32 with camera bounds (0, 0)-(32, 32);
+# SMACv2's scenarios run on 32x32_flat with map_x = map_y = 32.
+SMAC_MAP_SIDE = 32
 
 
-def smac_sizes(spec) -> tuple[int, int]:
-    """SMAC's get_obs_size / get_state_size formulas, written out independently of the core."""
-    A, E, bits = spec.n_allies, spec.n_enemies, spec.type_bits
-    sa, se = int(spec.shields("allies")), int(spec.shields("enemies"))
-    own = 1 + sa + bits + (2 if spec.procedural else 0)  # SMACv2 adds the own position
-    obs = 4 + E * (5 + se + bits) + (A - 1) * (5 + sa + bits) + own
+def registry_sizes(name: str) -> tuple[int, int, int]:
+    """get_obs_size / get_state_size / n_actions of SMAC's and SMACv2's starcraft2.py, written
+    out over the upstream tables above (never over this repository's map specs)."""
+    if name in SMAC_REGISTRY:
+        A, E, _, a_race, b_race, bits, _ = SMAC_REGISTRY[name]
+        own_pos = 0
+    else:
+        race, size = name.split("_", 1)
+        (A, E), a_race, bits, own_pos = SMACV2_COUNTS[size], race[0].upper(), 3, 2
+        b_race = a_race
+    sa, se = int(a_race == "P"), int(b_race == "P")
+    obs = 4 + E * (5 + se + bits) + (A - 1) * (5 + sa + bits) + (1 + sa + bits + own_pos)
     state = A * (4 + sa + bits) + E * (3 + se + bits) + A * (6 + E)
-    return obs, state
+    return obs, state, 6 + E
 
 
 def battle(map_name: str, seed: int = 0) -> BattleBatch:
@@ -65,7 +196,7 @@ def frames(core: BattleBatch, n: int) -> None:
         core._frame()
 
 
-def test_unit_table_matches_the_anchor():
+def test_unit_table_has_sc2s_numbers():
     t = {u.name: u for u in U.UNIT_TYPES}
     assert (t["marine"].hp, t["marine"].damage, t["marine"].cooldown) == (45, 6, 0.61)
     assert (t["stalker"].hp, t["stalker"].shield, t["stalker"].armor) == (80, 80, 1)
@@ -228,35 +359,56 @@ def test_enemy_ai_attack_moves_toward_the_allies():
     assert (core.pos[0, 3:].real < start.real - 2).all()
 
 
+def test_the_reference_tables_cover_every_map_and_agree_with_smacs_formulas():
+    assert set(SMAC_REGISTRY) == set(SMAC_UNITS) == set(SMAC_MAPS)
+    v2 = {f"{race}_{size}" for race in SMACV2_TEAMS for size in SMACV2_COUNTS}
+    assert v2 == set(SMACV2_SCENARIOS)
+    assert set(SMAC_SIZES) == set(SMAC_MAPS) | v2 and len(SMAC_SIZES) == 38
+    # The sizes upstream's code reported equal its size formulas over its own registry.
+    for name, sizes in SMAC_SIZES.items():
+        assert registry_sizes(name) == sizes, name
+
+
 @pytest.mark.parametrize("name", sorted(SMAC_MAPS) + sorted(SMACV2_SCENARIOS))
 def test_observation_and_state_sizes_equal_smacs(name):
     spec = SMAC_MAPS.get(name) or SMACV2_SCENARIOS[name]
     core = BattleBatch(2, seed=0, map_name=name)
     step = core.reset()
-    expected = SMAC_SIZES.get(name, smac_sizes(spec))
-    assert smac_sizes(spec) == expected
-    assert (core.observation_space.shape[0], core.state_space.shape[0]) == expected
-    assert step.obs["agent"].shape == (2, spec.n_allies, expected[0])
-    assert step.state.shape == (2, expected[1])
-    assert core.n_actions == 6 + spec.n_enemies
+    obs_size, state_size, n_actions = SMAC_SIZES[name]
+    assert (core.observation_space.shape[0], core.state_space.shape[0]) == (obs_size, state_size)
+    assert step.obs["agent"].shape == (2, spec.n_allies, obs_size)
+    assert step.state.shape == (2, state_size)
+    assert core.n_actions == n_actions
     assert np.abs(step.obs["agent"]).max() <= 1 and np.abs(step.state).max() <= 1
     assert core.spec.limit == spec.limit
+    assert MAP_SIZE == SMAC_MAP_SIDE
 
 
-def test_map_table_matches_the_anchor():
-    lim = {"3m": 60, "8m": 120, "25m": 150, "5m_vs_6m": 70, "27m_vs_30m": 180, "MMM2": 180}
-    lim |= {"2s3z": 120, "corridor": 400, "so_many_baneling": 100, "2c_vs_64zg": 400}
-    lim |= {"2s_vs_1sc": 300, "3s_vs_5z": 250, "6h_vs_8z": 150, "bane_vs_bane": 200}
-    for name, limit in lim.items():
-        assert SMAC_MAPS[name].limit == limit, name
-    assert (SMAC_MAPS["MMM2"].n_allies, SMAC_MAPS["MMM2"].n_enemies) == (10, 12)
-    assert (SMAC_MAPS["corridor"].n_allies, SMAC_MAPS["corridor"].n_enemies) == (6, 24)
-    assert len(SMAC_MAPS) == 23
-    assert {
-        f"{r}_{s}"
-        for r in ("protoss", "terran", "zerg")
-        for s in ("5_vs_5", "10_vs_10", "10_vs_11", "20_vs_20", "20_vs_23")
-    } == set(SMACV2_SCENARIOS)
+@pytest.mark.parametrize("name", sorted(SMAC_MAPS))
+def test_v1_map_matches_smacs_registry_and_map_table(name):
+    spec = SMAC_MAPS[name]
+    n_agents, n_enemies, limit, a_race, b_race, bits, map_type = SMAC_REGISTRY[name]
+    allies, enemies = SMAC_UNITS[name]
+    assert (spec.n_allies, spec.n_enemies, spec.limit) == (n_agents, n_enemies, limit)
+    assert dict(spec.allies) == allies and dict(spec.enemies) == enemies
+    assert {U.UNIT_TYPES[U.INDEX[u]].race for u in allies} == {a_race}
+    assert {U.UNIT_TYPES[U.INDEX[u]].race for u in enemies} == {b_race}
+    assert spec.type_bits == bits
+    ally_ids, enemy_ids = SMAC_TYPE_IDS.get(map_type, ({}, {}))
+    assert (spec.ally_type_ids, spec.enemy_type_ids) == (ally_ids, enemy_ids)
+
+
+@pytest.mark.parametrize("name", sorted(SMACV2_SCENARIOS))
+def test_smacv2_scenario_matches_smacv2s_configs(name):
+    spec = SMACV2_SCENARIOS[name]
+    race, size = name.split("_", 1)
+    weights, type_ids, exceptions = SMACV2_TEAMS[race]
+    assert (spec.n_allies, spec.n_enemies) == SMACV2_COUNTS[size]
+    assert (spec.limit, spec.type_bits, spec.race) == (200, 3, race)
+    assert spec.ally_type_ids == spec.enemy_type_ids == type_ids
+    assert dict(zip(V2_TYPES[race], V2_TYPE_PROBS, strict=True)) == weights
+    assert set(V2_EXCEPTIONS[race]) == exceptions
+    assert {U.UNIT_TYPES[U.INDEX[u]].race for u in weights} == {race[0].upper()}
 
 
 def test_every_map_and_scenario_is_registered():
@@ -281,6 +433,15 @@ def test_smacv2_samples_unit_types_with_its_probabilities_and_per_unit_ranges():
     np.testing.assert_allclose(core.sight, U.TABLE.sight[core.types])
     assert (core.shoot >= 2).all()  # min_attack_range
     assert (core.shoot == np.maximum(U.TABLE.range[core.types], 2)).all()
+
+
+def test_smacv2_never_fields_a_group_of_medivacs_or_banelings_alone():
+    """SMACv2 draws a team again while it is all exception types; with one extra enemy (10 vs
+    11) that enemy is therefore never a medivac or a baneling, but may be a colossus."""
+    for race, never in (("terran", "medivac"), ("zerg", "baneling"), ("protoss", None)):
+        spec, rng = SMACV2_SCENARIOS[f"{race}_10_vs_11"], np.random.default_rng(0)
+        extra = {int(sample_battle(spec, rng)[0][20]) for _ in range(300)}
+        assert {U.UNIT_TYPES[t].name for t in extra} == set(V2_TYPES[race]) - {never}
 
 
 def test_smacv2_start_positions_are_surrounded_or_reflected():
