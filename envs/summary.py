@@ -82,6 +82,9 @@ def summaries(use_cache: bool = True) -> list[dict]:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(rows))
             os.replace(tmp, path)
+            for stale in path.parent.glob("envs-*.json"):  # caches of older code
+                if stale != path:
+                    stale.unlink(missing_ok=True)
         except OSError:
             pass  # a read-only home only costs the next listing its time
     return rows
