@@ -33,6 +33,8 @@ Ref = str | Callable[..., Any]
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_]+-v\d+$")
 FAMILIES = ("envs.mpe", "envs.smac")
+EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco"}
+"""A family's heavy package -> the pyproject extra that installs it."""
 
 
 class EnvError(ValueError):
@@ -72,10 +74,22 @@ class EnvSpec:
         return [p for p in params if p not in self.kwargs and p != "render_mode"]
 
     def load_factory(self) -> Callable[..., ParallelEnv]:
-        return resolve(self.factory)
+        return self._load(self.factory)
 
     def load_vector(self) -> Callable[..., Any] | None:
-        return None if self.vector is None else resolve(self.vector)
+        return None if self.vector is None else self._load(self.vector)
+
+    def _load(self, ref: Ref) -> Any:
+        try:
+            return resolve(ref)
+        except ModuleNotFoundError as e:
+            missing = (e.name or "").split(".")[0]
+            if missing not in EXTRAS:
+                raise
+            raise EnvError(
+                f"{self.id} needs the package {missing}: pip install 'arena[{EXTRAS[missing]}]'"
+                " (or '.[all]' in a checkout)"
+            ) from None
 
 
 @functools.cache

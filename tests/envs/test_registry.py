@@ -71,3 +71,33 @@ def test_ray_registration_builds_envs_by_id(ray_session):
     obs, _ = env.reset(seed=0)
     assert set(obs) == {"agent_0", "agent_1", "agent_2"}
     assert np.asarray(env.state()).shape == (54,)
+
+
+def test_listing_ids_imports_no_family_package():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, envs; n = len(envs.ids()); "
+        "print(n, [m for m in ('mpe2', 'pettingzoo', 'torch', 'ray') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    count, loaded = out.stdout.split(" ", 1)
+    assert int(count) >= 62 and loaded.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_family_without_its_extra_says_which_to_install(monkeypatch):
+    from envs import registry
+
+    monkeypatch.setitem(registry.EXTRAS, "arena_absent_pkg", "absent")
+    monkeypatch.setitem(
+        registry._REGISTRY,
+        "test/absent-v0",
+        registry.EnvSpec("test/absent-v0", "arena_absent_pkg.envs:make"),
+    )
+    with pytest.raises(
+        envs.EnvError, match=r"needs the package arena_absent_pkg: .*arena\[absent\]"
+    ):
+        envs.make("test/absent-v0")
+    with pytest.raises(envs.EnvError, match="'package.module:attr'"):
+        registry.resolve("no_colon_here")
