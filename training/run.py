@@ -98,6 +98,8 @@ def read_metrics(path: Path, up_to: int) -> list[dict]:
     """The rows of ``metrics.csv`` up to iteration ``up_to``; rows that do not parse (a
     damaged file) are dropped with one warning line."""
     rows, dropped = [], 0
+    if not path.exists():
+        return rows
     try:
         with path.open(newline="", errors="replace") as f:
             for r in csv.DictReader(f):

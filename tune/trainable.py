@@ -13,8 +13,8 @@
 
 A trial's config is flat: ``env`` plus any key ``arena train --set`` takes (``algo``,
 ``iterations``, ``lr``, ``model.hidden``, ``env.max_cycles``, ...). The trial's run directory
-is ``run/`` in its Tune trial folder (config.yaml, metrics.csv, tb/, checkpoints/), so
-``arena eval`` and ``arena serve`` take it like any run. Every iteration is reported with the
+is ``run/`` in its Tune trial folder (config.yaml, metrics.csv, tb/, checkpoints/; see
+:func:`trial_run_dir`), so ``arena eval`` and ``arena serve`` take it like any run. Every iteration is reported with the
 metrics row of ``metrics.csv`` (``iteration`` counts Arena's iterations, also after a
 restore); ``checkpoint_every`` iterations (and the last) carry the checkpoint, which Tune keeps
 in its storage and hands back on ``Tuner.restore`` or when PBT clones a trial.
@@ -74,12 +74,30 @@ def restored_checkpoint(run_dir: Path):
     return dest, meta
 
 
-def trial(config: dict[str, Any]) -> None:
-    """Tune's function trainable: one Arena run to its target, reporting every iteration."""
+def trial_run_dir() -> Path:
+    """The trial's run directory: ``run/`` in the trial's folder of Tune's storage when that
+    is a local path (so it outlives a killed driver and is found again by ``Tuner.restore``),
+    else in the trial's working directory, which Tune copies to its storage at every
+    checkpoint (there a restored trial's ``metrics.csv`` starts at its checkpoint; Tune's own
+    results keep every iteration)."""
     from ray import tune
 
+    try:
+        import pyarrow.fs
+        from ray.train._internal.session import get_storage  # no public getter
+
+        storage = get_storage()
+        if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+            return Path(storage.trial_fs_path) / "run"
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    return Path(tune.get_context().get_trial_dir()) / "run"
+
+
+def trial(config: dict[str, Any]) -> None:
+    """Tune's function trainable: one Arena run to its target, reporting every iteration."""
     cfg = trial_config(config)
-    run_dir = Path(tune.get_context().get_trial_dir()) / "run"
+    run_dir = trial_run_dir()
     run = Run(
         cfg,
         run_dir,

@@ -76,7 +76,7 @@ def post_job(url: str) -> int:
     import urllib.request
 
     body = json.dumps({"entrypoint": "touch /tmp/arena-pwned"}).encode()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a loaded 2-core machine can take a minute
     while True:
         request = urllib.request.Request(
             url, data=body, headers={"Content-Type": "application/json"}, method="POST"

@@ -113,9 +113,26 @@ def driver(storage: Path, temp: Path) -> subprocess.Popen:
     )
 
 
+def wait_gone(marker: str, within_s: float) -> bool:
+    """Waits until no process has ``marker`` in its command line."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                alive += [cmdline] if marker.encode() in cmdline.read_bytes() else []
+            except OSError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def test_a_trial_restored_after_its_driver_was_killed_loses_no_iteration(tmp_path):
     storage = tmp_path / "tune"
-    first = driver(storage, short_temp_dir())
+    temp = short_temp_dir()
+    first = driver(storage, temp)
     deadline = time.monotonic() + 240
     metrics = None
     while time.monotonic() < deadline and first.poll() is None:
@@ -127,6 +144,8 @@ def test_a_trial_restored_after_its_driver_was_killed_loses_no_iteration(tmp_pat
     assert metrics is not None, first.communicate()[0][-3000:] if first.poll() is not None else ""
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    # Its Ray workers outlive it by a moment (a trial could still write a checkpoint).
+    assert wait_gone(str(temp), 60), "the killed driver's Ray processes did not exit"
     killed_at = len(metrics.read_text().splitlines()) - 1
 
     second = driver(storage, short_temp_dir())
