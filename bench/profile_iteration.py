@@ -1,0 +1,108 @@
+"""Where the time of one Arena training iteration goes, by cProfile.
+
+    .venv/bin/python bench/profile_iteration.py [--algo ippo] [--iterations 5] [--recurrent]
+
+PPO on simple_spread with Arena's defaults (4,000 env steps, minibatch 512, 5 epochs), in the
+driver (0 EnvRunners, 0 remote Learners), one thread. The first iteration is a warm-up; the
+others are profiled. Prints one JSON line: seconds per iteration, and per part (cumulative
+time of the functions that do it, per iteration) with its share of the iteration. Parts
+overlap where one calls another (``learner_update`` holds the connectors, the loss, backward
+and the optimiser), so the shares do not add up to 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+# part -> (file path fragment, function name); the cumulative time of every match is summed.
+PARTS = {
+    "iteration": [("algorithms/algorithm.py", "train")],
+    "sampling": [("policies/sampling.py", "sample")],
+    "sampler_episode_building": [("policies/sampling.py", "_cut_episodes")],
+    "learner_update": [("core/learner/learner.py", "update")],
+    "learner_connectors": [("connectors/connector_pipeline_v2.py", "__call__")],
+    "gae": [("general_advantage_estimation.py", "__call__")],
+    "episodes_to_batch": [("connectors/common/", "__call__"), ("connectors/learner/", "__call__")],
+    "minibatch_slicing": [("minibatch_utils.py", "__iter__")],
+    "forward_and_loss": [("core/learner/torch/torch_learner.py", "compute_losses")],
+    "backward": [("torch/_tensor.py", "backward")],
+    "optimiser_and_clip": [("core/learner/torch/torch_learner.py", "apply_gradients")]
+    + [("core/learner/torch/torch_learner.py", "postprocess_gradients")],
+    "metrics": [("utils/metrics/metrics_logger.py", "")],
+    "weight_sync": [("env/env_runner_group.py", "sync_weights")],
+}
+
+
+def cumulative(stats: pstats.Stats, fragment: str, name: str) -> float:
+    total = 0.0
+    for (path, _, func), (_, _, _, ct, callers) in stats.stats.items():
+        if fragment in path and (func == name or (not name and not func.startswith("<"))):
+            # Count only entries from outside the part (recursion and self-calls once).
+            outside = any(not (fragment in c[0] and (c[2] == name or not name)) for c in callers)
+            if outside or not callers:
+                total += ct
+    return total
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--algo", default="ippo")
+    p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--recurrent", action="store_true")
+    p.add_argument("--dump", help="also write the raw profile here (pstats)")
+    args = p.parse_args()
+
+    import torch
+
+    from policies import algorithm
+    from training import runtime
+
+    torch.set_num_threads(1)
+    runtime.connect(dashboard=False)
+    info = algorithm.get(args.algo)
+    settings = info.settings()
+    settings.model.recurrent = args.recurrent
+    algo = info.build("mpe/simple_spread-v3", settings, num_env_runners=0, seed=0).build_algo()
+    algo.train()  # warm-up
+    prof = cProfile.Profile()
+    steps = 0
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(args.iterations):
+        steps += algo.train()["env_runners"]["num_env_steps_sampled"]
+    prof.disable()
+    wall = time.perf_counter() - t0
+    algo.stop()
+    if args.dump:
+        prof.dump_stats(args.dump)
+    stats = pstats.Stats(prof)
+    per_it = wall / args.iterations
+    parts = {}
+    for part, matches in PARTS.items():
+        secs = sum(cumulative(stats, f, n) for f, n in matches) / args.iterations
+        parts[part] = {"s": round(secs, 4), "share": round(secs / per_it, 3)}
+    print(
+        json.dumps(
+            {
+                "config": f"arena_{args.algo}{'_gru' if args.recurrent else ''}/simple_spread",
+                "iterations": args.iterations,
+                "s_per_iteration": round(per_it, 4),
+                "env_steps_per_s": round(steps / wall, 1),
+                "parts": parts,
+            }
+        ),
+        flush=True,
+    )
+    runtime.shutdown()
+
+
+if __name__ == "__main__":
+    main()
