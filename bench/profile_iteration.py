@@ -27,6 +27,7 @@ PARTS = {
     "iteration": [("algorithms/algorithm.py", "train")],
     "sampling": [("policies/sampling.py", "sample")],
     "sampler_episode_building": [("policies/sampling.py", "_cut_episodes")],
+    "sampler_gae_arrays": [("policies/sampling.py", "_train_batch")],
     "learner_update": [("core/learner/learner.py", "update")],
     "learner_connectors": [("connectors/connector_pipeline_v2.py", "__call__")],
     "gae": [("general_advantage_estimation.py", "__call__")],
@@ -57,6 +58,13 @@ def main() -> None:
     p.add_argument("--algo", default="ippo")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--recurrent", action="store_true")
+    p.add_argument(
+        "--path",
+        choices=["arrays", "episodes"],
+        default="arrays",
+        help="the learner's input: the sampler's arrays (Arena's default for feed-forward "
+        "modules) or episodes through RLlib's learner connectors (before the fast path)",
+    )
     p.add_argument("--dump", help="also write the raw profile here (pstats)")
     args = p.parse_args()
 
@@ -70,7 +78,12 @@ def main() -> None:
     info = algorithm.get(args.algo)
     settings = info.settings()
     settings.model.recurrent = args.recurrent
-    algo = info.build("mpe/simple_spread-v3", settings, num_env_runners=0, seed=0).build_algo()
+    config = info.build("mpe/simple_spread-v3", settings, num_env_runners=0, seed=0)
+    if args.path == "episodes":
+        from ray.rllib.algorithms.ppo import PPO
+
+        config.algo_class = PPO
+    algo = config.build_algo()
     algo.train()  # warm-up
     prof = cProfile.Profile()
     steps = 0
@@ -93,6 +106,7 @@ def main() -> None:
         json.dumps(
             {
                 "config": f"arena_{args.algo}{'_gru' if args.recurrent else ''}/simple_spread",
+                "path": args.path,
                 "iterations": args.iterations,
                 "s_per_iteration": round(per_it, 4),
                 "env_steps_per_s": round(steps / wall, 1),

@@ -11,7 +11,10 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
 * simple_tag_v3 with two policies, adversaries and the good agent (Arena: B mpe2 envs behind
   the batch interface, ``--policies per_group``);
 * simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU) against
-  RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both).
+  RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both);
+* Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
+  path before ``policies.ppo.fast``), and the bare single-file PPO loop of
+  ``bench/bare_ppo.py`` (the floor) on the same core and settings.
 
 The first iteration of each configuration is a warm-up; the others are averaged.
 
@@ -152,6 +155,22 @@ def main() -> None:
     results[("arena_mappo", 0)] = measure(
         "arena_mappo/runners=0", arena_config("mappo", 0), args.iterations
     )
+    # The learner's input before the array path: episodes through RLlib's learner connectors.
+    from ray.rllib.algorithms.ppo import PPO
+
+    for algo in ("ippo", "mappo"):
+        config = arena_config(algo, 0)
+        config.algo_class = PPO
+        results[(f"{algo}_episodes", 0)] = measure(
+            f"arena_{algo}_episode_path/runners=0", config, args.iterations
+        )
+    # The floor: the same PPO as a bare single-file loop (bench/bare_ppo.py), one thread.
+    from bare_ppo import train as bare_train
+
+    for algo, critic in (("ippo", "local"), ("mappo", "central")):
+        bare = bare_train(critic, BATCH * max(args.iterations, 5), seed=0, curve=False)
+        print(json.dumps(bare), flush=True)
+        results[(f"{algo}_bare", 0)] = bare
     results[("tag_default", 0)] = measure(
         "rllib_default_two_policies/simple_tag/runners=0",
         rllib_default_config("simple_tag_v3", 0, per_group=True),
@@ -174,6 +193,13 @@ def main() -> None:
     pairs = {f"runners={n}": (("default", n), ("arena", n)) for n in runner_counts}
     pairs["simple_tag_two_policies"] = (("tag_default", 0), ("tag_arena", 0))
     pairs["recurrent"] = (("rnn_default", 0), ("rnn_arena", 0))
+    arena = {"ippo": results[("arena", 0)], "mappo": results[("arena_mappo", 0)]}
+    for algo in ("ippo", "mappo"):
+        fast = arena[algo]["train_env_steps_per_s"]
+        summary[f"{algo}_vs_bare_loop"] = {
+            "bare_over_arena": results[(f"{algo}_bare", 0)]["train_env_steps_per_s"] / fast,
+            "array_path_speedup": fast / results[(f"{algo}_episodes", 0)]["train_env_steps_per_s"],
+        }
     for label, (d_key, a_key) in pairs.items():
         d, a = results[d_key], results[a_key]
         summary[label] = {

@@ -40,6 +40,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.metrics import (
     EPISODE_AGENT_RETURN_MEAN,
@@ -149,6 +150,43 @@ class EpisodeFactory:
         ep.t_started, ep.t = t_started, t_started + n
         ep._custom_data = {}
         return ep
+
+
+@dataclass
+class _Rollout:
+    """One rollout of the runner: per-module buffers and the ``[T, B]`` episode flags."""
+
+    bufs: dict[str, dict]
+    done: np.ndarray
+    term: np.ndarray
+    started: np.ndarray  # steps each env's running episode had before the rollout
+
+
+@dataclass
+class ArrayRollout:
+    """What :meth:`VectorEnvRunner.sample_arrays` returns: per trained module a flat
+    training batch (numpy), and the steps it covers."""
+
+    batches: dict[str, dict]
+    num_env_steps: int
+    num_agent_steps: int
+
+    @staticmethod
+    def merge(rollouts: list[ArrayRollout]):
+        """One ``MultiAgentBatch`` of several runners' rollouts."""
+        import tree
+        from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+        batches = {}
+        for mid in rollouts[0].batches:
+            parts = [r.batches[mid] for r in rollouts]
+            joined = (
+                parts[0]
+                if len(parts) == 1
+                else tree.map_structure(lambda *a: np.concatenate(a), *parts)
+            )
+            batches[mid] = SampleBatch(joined)
+        return MultiAgentBatch(batches, env_steps=sum(r.num_env_steps for r in rollouts))
 
 
 @dataclass
@@ -284,6 +322,38 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         if num_episodes is not None:
             raise ValueError("VectorEnvRunner samples by timesteps; num_episodes is not supported")
         t0 = time.perf_counter()
+        roll = self._rollout(num_timesteps, explore, random_actions, force_reset)
+        episodes = []
+        for mid, m in self.modules.items():
+            if m.trained:
+                episodes += self._cut_episodes(
+                    m, roll.bufs[mid], roll.done, roll.term, roll.started
+                )
+        self.metrics.log_value(TIME_TOTAL, time.perf_counter() - t0, reduce="sum")
+        return episodes
+
+    def sample_arrays(self, explore: bool | None = None) -> ArrayRollout:
+        """Samples one rollout fragment like :meth:`sample` and returns it as flat training
+        batches, one per trained module, with GAE advantages and value targets computed here
+        in whole-array operations: the learner trains on them without building or reading an
+        episode. Advantages are standardised per module as RLlib's GAE connector does, but
+        over the real steps only (RLlib's statistics include one padding step per episode
+        chunk, which its loss then masks out).
+        Feed-forward modules only (recurrent ones need RLlib's sequence handling)."""
+        t0 = time.perf_counter()
+        roll = self._rollout(None, explore, False, False)
+        batches = {
+            mid: self._train_batch(m, roll.bufs[mid], roll.done, roll.term)
+            for mid, m in self.modules.items()
+            if m.trained
+        }
+        self.metrics.log_value(TIME_TOTAL, time.perf_counter() - t0, reduce="sum")
+        T, B = roll.done.shape
+        return ArrayRollout(batches, T * B, T * B * self.vec.num_agents)
+
+    def _rollout(self, num_timesteps, explore, random_actions, force_reset) -> _Rollout:
+        """Steps all B envs T times with the modules; the per-module buffers ``[T(+1), B*K]``
+        and the ``[T, B]`` done and terminated flags."""
         explore = self.config.explore if explore is None else explore
         vec, B = self.vec, self.num_envs
         T = (
@@ -373,15 +443,59 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 if step.info is not None and "battle_won" in step.info:
                     self._wins.extend(step.info["battle_won"][ended].tolist())
         self._step = step
-        episodes = []
-        for mid, m in self.modules.items():
-            if m.trained:
-                episodes += self._cut_episodes(m, bufs[mid], done_buf, term_buf, started)
         self._log_sampled(T * B, all_rewards, done_buf)
         self.metrics.log_value(TIME_ENV, t_env, reduce="sum")
         self.metrics.log_value(TIME_POLICY, t_pol, reduce="sum")
-        self.metrics.log_value(TIME_TOTAL, time.perf_counter() - t0, reduce="sum")
-        return episodes
+        return _Rollout(bufs, done_buf, term_buf, started)
+
+    def _train_batch(self, m: _Module, b: dict, done: np.ndarray, term: np.ndarray) -> dict:
+        """One module's rollout as a flat PPO training batch (rows time-major)."""
+        T, B = done.shape
+        K = m.agents_per_env
+        R = B * K
+        x = b["x"]
+        values = self._values(m, {k: v.reshape((T + 1) * R, *v.shape[2:]) for k, v in x.items()})
+        values = values.reshape(T + 1, R)
+        following = values[1:].copy()  # the value after each step, within the episode
+        if b["final"]:  # where an episode ended: 0 if terminated, else its last obs's value
+            ts = sorted(b["final"])
+            finals = {
+                k: np.concatenate(
+                    [b["final"][t][k].reshape(-1, *b["final"][t][k].shape[2:]) for t in ts]
+                )
+                for k in x
+            }
+            v_final, at = self._values(m, finals), 0
+            for t in ts:
+                ended = np.flatnonzero(done[t])
+                rows = (ended[:, None] * K + np.arange(K)).reshape(-1)
+                boot = v_final[at : at + len(rows)]
+                at += len(rows)
+                following[t, rows] = np.where(np.repeat(term[t, ended], K), 0.0, boot)
+        gamma, lam = self.config.gamma, self.config.lambda_
+        delta = b["rew"] + gamma * following - values[:T]
+        carry = 1.0 - np.repeat(done, K, axis=1).astype(np.float32)  # no credit across episodes
+        adv = np.empty((T, R), np.float32)
+        last = np.zeros(R, np.float32)
+        for t in range(T - 1, -1, -1):
+            last = delta[t] + gamma * lam * carry[t] * last
+            adv[t] = last
+        targets = adv + values[:T]
+        adv = (adv - adv.mean()) / max(float(adv.std()), 1e-4)
+        return {
+            Columns.OBS: {k: v[:T].reshape(T * R, *v.shape[2:]) for k, v in x.items()},
+            Columns.ACTIONS: b["act"].reshape(T * R, *b["act"].shape[2:]),
+            Columns.ACTION_LOGP: b["logp"].reshape(T * R),
+            Columns.ACTION_DIST_INPUTS: b["dist"].reshape(T * R, *b["dist"].shape[2:]),
+            Postprocessing.ADVANTAGES: adv.reshape(T * R),
+            Postprocessing.VALUE_TARGETS: targets.astype(np.float32).reshape(T * R),
+        }
+
+    @staticmethod
+    def _values(m: _Module, rows: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.no_grad():
+            obs = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}
+            return m.module.compute_values({Columns.OBS: obs}).numpy()
 
     def _cut_episodes(self, m: _Module, b: dict, done, term, started) -> list:
         """Cuts one module's ``[T, B*K]`` rollout into one chunk per agent and episode."""

@@ -2,7 +2,9 @@
 
 RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) trains
 :class:`policies.modules.ActorCritic` modules, one per entry of the agent -> module mapping
-(``policies.mapping``), on episodes from ``policies.sampling.VectorEnvRunner``.
+(``policies.mapping``), on batches from ``policies.sampling.VectorEnvRunner``: whole arrays
+with GAE done in the sampler for feed-forward modules (``policies.ppo.fast``), episodes for
+recurrent ones.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.ppo import PPO, PPOConfig
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -22,6 +24,7 @@ from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, EnvFacts
 from policies.batch import BatchSpec
 from policies.mapping import plan_modules
 from policies.modules import ActorCritic, ModelSettings
+from policies.ppo.fast import ArrayPPO
 from policies.sampling import VectorEnvRunner, slot_to_config
 
 
@@ -190,8 +193,10 @@ def build_ppo(
         raise AlgorithmMismatch("learners and gpus_per_learner must be >= 0")
     check_sampler_memory(multi, settings, num_env_runners)
     mapping = agent_to_module_from_specs(multi)
+    # Feed-forward modules learn from the sampler's arrays; recurrent ones from episodes.
+    algo_class = PPO if settings.model.recurrent else ArrayPPO
     return (
-        PPOConfig()
+        PPOConfig(algo_class=algo_class)
         .environment(env=env_id, env_config=env_config)
         .framework("torch")
         .env_runners(
