@@ -86,7 +86,10 @@ def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     write_atomic(ckdir / "latest", name)
-    for old in sorted(ckdir.glob("iter_*"))[:-keep]:
+    # Keep the newest ``keep`` up to this one. Newer ones (a run resumed from an older
+    # checkpoint) are never pruned in their place: that could delete the one just written.
+    older = sorted(p for p in ckdir.glob("iter_*") if p.name < name)
+    for old in older[: max(0, len(older) - (keep - 1))]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 

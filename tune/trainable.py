@@ -98,10 +98,13 @@ def trial(config: dict[str, Any]) -> None:
     """Tune's function trainable: one Arena run to its target, reporting every iteration."""
     cfg = trial_config(config)
     run_dir = trial_run_dir()
+    checkpoint = restored_checkpoint(run_dir)
+    if checkpoint is None:  # Tune starts this trial over: drop what an earlier attempt left
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     run = Run(
         cfg,
         run_dir,
-        checkpoint=restored_checkpoint(run_dir),
+        checkpoint=checkpoint,
         callbacks=[CsvLog(), TensorBoardLog(), TuneReporter()],
     )
     run.train()

@@ -6,7 +6,8 @@ number of units; the only Python loop is over the 8 frames of an agent step. Pos
 complex numbers (x + iy), which halves the array operations of all 2-D geometry.
 
 One game frame (1/16 game second):
-  1. targets: an explicit attack/heal order keeps its target while it lives; idle and stopped
+  1. targets: an explicit attack/heal order keeps its target while it lives; the agents'
+     units fire only on such an order (SMAC's unit data makes them Passive); the enemy's idle
      units take the closest target within weapon range and do not move; the enemy AI
      attack-moves: it takes the closest target within sight, else walks to the allies' start;
   2. units in range (edge to edge, the real weapon range) fire when their cooldown is over:
@@ -330,6 +331,10 @@ class BattleBatch(VectorEnv):
         valid &= self.alive.ravel()[(self._base + self.target).ravel()].reshape(B, Un)
         ai = kind == AMOVE
         idle = (kind == IDLE) | (ordered & ~valid)  # an order it cannot carry out: idle
+        # SMAC makes the agents' units Passive (their unit data's Response is Nothing): they
+        # fire or heal only on an attack/heal action, never on their own when idle, stopped
+        # or arrived. The enemy's units acquire targets as SC2 does.
+        idle &= self.team == 1
         self.ordered = valid
         self.acquire = np.where(ai, self.sight, np.where(idle, self.reach, -np.inf)).astype(
             np.float32
@@ -393,7 +398,7 @@ class BattleBatch(VectorEnv):
         self.pos = x + 1j * y
 
     def _arrive(self, there: np.ndarray) -> None:
-        """Units that reached their move point stand idle (and fight what comes in range)."""
+        """Units that reached their move point stand idle (an agent's unit holds its fire)."""
         self.kind[there] = IDLE
         self._refresh()
 

@@ -606,3 +606,29 @@ def test_without_auto_reset_a_finished_battle_may_only_no_op_until_reset():
     with pytest.raises(ValueError, match="legal actions: 0 \\(no-op\\)"):
         core.step(np.ones((1, 3), int))
     assert (core.reset().action_mask["agent"][0, :, 1] == 1).all()
+
+
+@pytest.mark.parametrize("name", sorted(SMAC_MAPS))
+def test_agents_that_only_stop_deal_no_damage(name):
+    """SMAC's agent units are Passive: "stop" every step (no-op once dead) never fires, so no
+    enemy loses health or shield (an enemy baneling dies in its own explosion)."""
+    from envs.smac.units import TABLE
+
+    core = BattleBatch(4, seed=1, map_name=name, auto_reset=False)
+    step = core.reset()
+    A = core.n_allies
+    bane = TABLE.is_baneling[core.types[:, A:]]
+
+    def enemy_health():
+        total = core.hp[:, A:] + (core.sh[:, A:] if core.has_shields else 0.0)
+        return np.where(bane, 0.0, total)
+
+    before = enemy_health()
+    for _ in range(core.spec.limit):
+        mask = step.action_mask["agent"]
+        step = core.step(np.where(mask[..., 1] > 0, 1, 0))
+        after = enemy_health()
+        assert (after >= before - 1e-4).all(), (name, before - after)
+        before = after
+        if core.over.all():
+            break

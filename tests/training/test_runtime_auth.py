@@ -24,7 +24,7 @@ print(json.dumps({"gcs": ctx.gcs_address, "dashboard": node.address_info["webui_
 info = algorithm.get("ippo")
 s = info.settings(train_batch_size=256, minibatch_size=128, num_epochs=1, num_envs_per_env_runner=4)
 algo = info.build("mpe/simple_spread-v3", s).build_algo()
-for _ in range(200):
+while True:  # until the test kills it: every attack below meets a live training
     algo.train()
 """
 

@@ -4,6 +4,7 @@ trial resumed by ``Tuner.restore`` after its driver was killed loses no finished
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +114,19 @@ def driver(storage: Path, temp: Path) -> subprocess.Popen:
     )
 
 
+def tune_knows_a_checkpoint(experiment: Path) -> bool:
+    """Whether Tune's saved experiment state lists a checkpoint after the first one (a driver
+    killed before that restores a trial from scratch, as Tune means to)."""
+    for state in experiment.glob("experiment_state-*.json"):
+        try:
+            text = state.read_text()
+        except OSError:
+            continue
+        if re.search(r"checkpoint_0*[1-9]", text):
+            return True
+    return False
+
+
 def wait_gone(marker: str, within_s: float) -> bool:
     """Waits until no process has ``marker`` in its command line."""
     deadline = time.monotonic() + within_s
@@ -137,7 +151,11 @@ def test_a_trial_restored_after_its_driver_was_killed_loses_no_iteration(tmp_pat
     metrics = None
     while time.monotonic() < deadline and first.poll() is None:
         found = list(storage.glob("restore/*/run/metrics.csv"))
-        if found and len(found[0].read_text().splitlines()) >= 1 + 3:  # header + 3 iterations
+        if (
+            found
+            and len(found[0].read_text().splitlines()) >= 1 + 3
+            and tune_knows_a_checkpoint(storage / "restore")
+        ):  # 3 iterations done, and Tune's own state already lists one of their checkpoints
             metrics = found[0]
             break
         time.sleep(0.5)
