@@ -31,7 +31,6 @@ PARTS = {
     "learner_update": [("core/learner/learner.py", "update")],
     "learner_connectors": [("connectors/connector_pipeline_v2.py", "__call__")],
     "gae": [("general_advantage_estimation.py", "__call__")],
-    "episodes_to_batch": [("connectors/common/", "__call__"), ("connectors/learner/", "__call__")],
     "minibatch_slicing": [("minibatch_utils.py", "__iter__")],
     "forward_and_loss": [("core/learner/torch/torch_learner.py", "compute_losses")],
     "backward": [("torch/_tensor.py", "backward")],
