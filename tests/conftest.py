@@ -9,10 +9,13 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import pytest  # noqa: E402
 
 import envs  # noqa: E402
-from tests.masked_env import ImageGrid, MaskedGrid  # noqa: E402
+from tests.masked_env import ImageGrid, MaskedGrid, Recall  # noqa: E402
 
 envs.register("test/masked_grid-v0", MaskedGrid, description="test env with action masks")
 envs.register("test/image_grid-v0", ImageGrid, description="test env with uint8 image observations")
+envs.register(
+    "test/recall-v0", Recall, description="test env that needs memory (recurrent modules)"
+)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,21 @@ import numpy as np
 from pettingzoo import ParallelEnv
 
 
-class MaskedGrid(ParallelEnv):
+class OneSpaceEnv(ParallelEnv):
+    """A test env whose agents all share one observation and one action space
+    (``self._obs_space``, ``self._act_space``): the same objects on every call, as
+    PettingZoo's API test wants."""
+
+    @functools.cache  # noqa: B019 - one space object per agent
+    def observation_space(self, agent):
+        return self._obs_space
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return self._act_space
+
+
+class MaskedGrid(OneSpaceEnv):
     metadata = {
         "name": "masked_grid_v0",
         "render_modes": ["rgb_array"],
@@ -29,14 +43,6 @@ class MaskedGrid(ParallelEnv):
             }
         )
         self._act_space = gym.spaces.Discrete(3)
-
-    @functools.cache  # noqa: B019 - one space object per agent
-    def observation_space(self, agent):
-        return self._obs_space
-
-    @functools.cache  # noqa: B019
-    def action_space(self, agent):
-        return self._act_space
 
     def _obs(self, agent):
         x = np.zeros(self.size, np.float32)
@@ -81,7 +87,7 @@ class MaskedGrid(ParallelEnv):
         return img
 
 
-class ImageGrid(ParallelEnv):
+class ImageGrid(OneSpaceEnv):
     """Two agents on a line of ``size`` cells, each seeing an 8 x 8 RGB uint8 picture of its
     cell; +1 per step on the rightmost cell. The global state is the two positions (not the
     pictures): a test of image observations."""
@@ -98,14 +104,6 @@ class ImageGrid(ParallelEnv):
         self.possible_agents = ["b0", "b1"]
         self._obs_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
         self._act_space = gym.spaces.Discrete(3)
-
-    @functools.cache  # noqa: B019
-    def observation_space(self, agent):
-        return self._obs_space
-
-    @functools.cache  # noqa: B019
-    def action_space(self, agent):
-        return self._act_space
 
     def _obs(self, agent):
         img = np.zeros((8, 8, 3), np.uint8)
@@ -143,3 +141,59 @@ class ImageGrid(ParallelEnv):
 
     def render(self):
         return np.concatenate([self._obs(a) for a in self.possible_agents], axis=1)
+
+
+class Recall(OneSpaceEnv):
+    """Two agents each see a random cue (one of two) at the first step only, zeros after;
+    every later step pays +1 for the action equal to the agent's cue. A feed-forward policy
+    cannot tell the cue after the first step, so it scores what random does (``max_steps - 1``
+    per episode over both agents, in expectation); one that remembers it scores twice that."""
+
+    metadata = {
+        "name": "recall_v0",
+        "render_modes": ["rgb_array"],
+        "is_parallelizable": True,
+        "render_fps": 4,
+    }
+
+    def __init__(self, max_steps: int = 8, render_mode=None):
+        self.max_steps, self.render_mode = max_steps, render_mode
+        self.possible_agents = ["r_0", "r_1"]
+        self._obs_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self._act_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        if seed is not None or not hasattr(self, "np_random"):
+            self.np_random = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.cue = {a: int(self.np_random.integers(2)) for a in self.agents}
+        self.t = 0
+        obs = {a: np.eye(2, dtype=np.float32)[self.cue[a]] for a in self.agents}
+        self.last = obs
+        return obs, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1  # the first action (taken while the cue shows) pays nothing
+        rewards = {a: float(self.t > 1 and int(actions[a]) == self.cue[a]) for a in self.agents}
+        done = self.t >= self.max_steps
+        obs = {a: np.zeros(2, np.float32) for a in self.agents}
+        terms = {a: False for a in self.agents}
+        truncs = {a: done for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        self.last = obs
+        if done:
+            self.agents = []
+        return obs, rewards, terms, truncs, infos
+
+    def state(self):
+        """The agents' observations side by side (what a vector env would use without it)."""
+        return np.concatenate([self.last[a] for a in self.possible_agents])
+
+    def render(self):
+        """A row per agent: the cue's column lit while it shows."""
+        img = np.zeros((8 * len(self.possible_agents), 16, 3), np.uint8)
+        for i, a in enumerate(self.possible_agents):
+            if self.last[a].max() > 0:
+                c = int(np.argmax(self.last[a]))
+                img[8 * i : 8 * i + 8, 8 * c : 8 * c + 8, 1] = 255
+        return img

@@ -15,14 +15,9 @@ tested); the numbers are next to each threshold. A learner whose policy-gradient
 sign flipped, or whose loss is zeroed, fails every test here.
 """
 
-import functools
-
-import gymnasium as gym
 import numpy as np
 import pytest
-from pettingzoo import ParallelEnv
 
-import envs
 from policies import algorithm
 
 EPISODES_PER_ENV = 4
@@ -31,53 +26,7 @@ SMALL = dict(
 )
 
 
-class Recall(ParallelEnv):
-    """Two agents each see a random cue (one of two) at the first step only, zeros after;
-    every later step pays +1 for the action equal to the agent's cue. A feed-forward policy
-    cannot tell the cue after the first step, so it scores what random does (``max_steps - 1``
-    per episode over both agents, in expectation); one that remembers it scores twice that."""
-
-    metadata = {"name": "recall_v0", "render_modes": [], "is_parallelizable": True}
-
-    def __init__(self, max_steps: int = 8, render_mode=None):
-        self.max_steps, self.render_mode = max_steps, render_mode
-        self.possible_agents = ["r_0", "r_1"]
-        self._obs_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
-        self._act_space = gym.spaces.Discrete(2)
-
-    @functools.cache  # noqa: B019 - one space object per agent
-    def observation_space(self, agent):
-        return self._obs_space
-
-    @functools.cache  # noqa: B019
-    def action_space(self, agent):
-        return self._act_space
-
-    def reset(self, seed=None, options=None):
-        if seed is not None or not hasattr(self, "np_random"):
-            self.np_random = np.random.default_rng(seed)
-        self.agents = list(self.possible_agents)
-        self.cue = {a: int(self.np_random.integers(2)) for a in self.agents}
-        self.t = 0
-        obs = {a: np.eye(2, dtype=np.float32)[self.cue[a]] for a in self.agents}
-        return obs, {a: {} for a in self.agents}
-
-    def step(self, actions):
-        self.t += 1  # the first action (taken while the cue shows) pays nothing
-        rewards = {a: float(self.t > 1 and int(actions[a]) == self.cue[a]) for a in self.agents}
-        done = self.t >= self.max_steps
-        obs = {a: np.zeros(2, np.float32) for a in self.agents}
-        terms = {a: False for a in self.agents}
-        truncs = {a: done for a in self.agents}
-        infos = {a: {} for a in self.agents}
-        if done:
-            self.agents = []
-        return obs, rewards, terms, truncs, infos
-
-
-RECALL = "test/recall-v0"
-if RECALL not in envs.ids("test"):
-    envs.register(RECALL, Recall, description="test env that needs memory (recurrent modules)")
+RECALL = "test/recall-v0"  # tests.masked_env.Recall, registered in conftest
 
 
 def scores(algo, episode_len: int, random_actions: bool = False) -> dict[str, float]:
