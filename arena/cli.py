@@ -25,6 +25,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 COMMANDS = ("envs.commands", "training.commands", "serve.commands", "cluster.commands")
 """Modules whose ``register(subparsers)`` adds subcommands, in ``--help`` order."""
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args.arena_handler)(args)
     except (ConfigError, RunError, EnvError, AlgorithmMismatch, FileNotFoundError) as e:
+        if args.verbose:
+            traceback.print_exc()
         print(f"arena: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

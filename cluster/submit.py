@@ -1,7 +1,7 @@
 """Run an ``arena`` command on a Ray cluster as a Ray job, and follow it to the end.
 
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait]
-                 [--entrypoint-num-cpus N] -- arena train ...
+                 [--entrypoint-num-cpus N] [--token-file FILE] -- arena train ...
 
 is ``ray job submit --runtime-env cluster/runtime_env.yaml -- arena train ...`` with three
 additions: the command is checked here first (a typo fails now, not after the upload), the
@@ -12,7 +12,9 @@ The address is the head's dashboard (job API), not the GCS port: ``--address``, 
 ``RAY_API_SERVER_ADDRESS``, else an ``http(s)://`` ``RAY_ADDRESS``, else
 ``http://127.0.0.1:8265``. The entrypoint runs on the head with the head's Python, so the
 cluster must already have Arena's dependencies (the venv that ran ``ray start``, or the image
-of k8s/Dockerfile); only the code travels with the job.
+of k8s/Dockerfile); only the code travels with the job. A head with token auth (as
+docs/cluster.md starts it) gets the token of ``--token-file``, or Ray's own with
+``RAY_AUTH_MODE=token``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ class Submission:
     entrypoint_num_cpus: float | None = None
     """CPUs reserved for the driver: > 0 places it on a worker with free CPUs (the KubeRay
     head has none), where its local learner then runs."""
+    token_file: Path | None = None
+    """The cluster's auth token, sent as ``Authorization: Bearer``. Without it, Ray's own
+    rule: with ``RAY_AUTH_MODE=token``, the token of ``RAY_AUTH_TOKEN``,
+    ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``."""
 
     @property
     def entrypoint(self) -> str:
@@ -101,11 +107,23 @@ def runtime_env(working_dir: Path) -> dict:
     return env
 
 
-def _client(address: str):
+def auth_headers(token_file: Path | None) -> dict[str, str]:
+    if token_file is None:
+        return {}
+    try:
+        token = token_file.read_text().strip()
+    except OSError as e:
+        raise SubmitError(f"--token-file {token_file}: {e.strerror}") from e
+    if not token:
+        raise SubmitError(f"--token-file {token_file} is empty")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _client(address: str, headers: dict[str, str]):
     from ray.job_submission import JobSubmissionClient
 
     try:
-        return JobSubmissionClient(address)
+        return JobSubmissionClient(address, headers=headers or None)
     except ConnectionError as e:
         raise SubmitError(
             f"no Ray job API at {address} ({e}); start a head with `ray start --head` "
@@ -137,16 +155,16 @@ def submit(sub: Submission) -> int:
 
     env = runtime_env(sub.working_dir)
     try:
-        client = _client(sub.address)
+        client = _client(sub.address, auth_headers(sub.token_file))
         job_id = client.submit_job(
             entrypoint=sub.entrypoint, runtime_env=env, entrypoint_num_cpus=sub.entrypoint_num_cpus
         )
     except AuthenticationError as e:
         # A head started where ~/.ray/auth_token exists turns token auth on by itself.
         raise SubmitError(
-            f"the cluster at {sub.address} wants a token: {e.message}. Set RAY_AUTH_MODE=token "
-            "and RAY_AUTH_TOKEN as the cluster has them, or start the head with "
-            "RAY_AUTH_MODE=disabled"
+            f"the cluster at {sub.address} wants a token: {e.message}. Pass --token-file FILE, "
+            "or set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) as the "
+            "cluster has them"
         ) from e
     print(f"arena submit: job {job_id} on {sub.address}: {sub.entrypoint}", flush=True)
     if not sub.wait:
@@ -184,6 +202,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="CPUs reserved for the driver (puts it on a worker; default: none)",
     )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="the cluster's auth token (default: Ray's, with RAY_AUTH_MODE=token)",
+    )
     # Not "command": that is the dest of the subcommand itself.
     p.add_argument(
         "arena_command",
@@ -201,6 +225,7 @@ def main(args: argparse.Namespace) -> int:
             working_dir=Path(args.working_dir),
             wait=not args.no_wait,
             entrypoint_num_cpus=args.entrypoint_num_cpus,
+            token_file=args.token_file,
         )
         return submit(sub)
     except SubmitError as e:

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from arena import cli
+from cluster.local import LocalHead, free_ports, short_temp_dir, venv_env
 from cluster.submit import SubmitError, arena_argv, runtime_env
 from tests.arena.test_cli import SMALL
-from tests.cluster.local_head import LocalHead, free_port, short_temp_dir, venv_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["train", "mpe/simple_spread-v3", "--algo", "mappo", "--iterations", "1", *SMALL]
@@ -202,7 +202,9 @@ def test_working_dir_must_be_a_checkout(tmp_path):
 
 def test_no_cluster_at_the_address_is_a_clear_error():
     # An address where nothing listens: a slip here must never reach a real cluster.
-    proc = arena_submit("--address", f"127.0.0.1:{free_port()}", "--", "arena", "envs", timeout=120)
+    proc = arena_submit(
+        "--address", f"127.0.0.1:{free_ports(1)[0]}", "--", "arena", "envs", timeout=120
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "no Ray job API at http://127.0.0.1:" in proc.stderr
 

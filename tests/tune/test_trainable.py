@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.local_head import short_temp_dir
+from cluster.local import short_temp_dir
 from training.config import ConfigError
 from tune.trainable import trial_config
 
