@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,7 +327,10 @@ def short_temp_dir() -> Path:
 
 def listening_sockets(pids: set[int]) -> list[tuple[str, int, str]]:
     """(address, port, process name) of every TCP socket ``pids`` listen on."""
-    import psutil  # Ray ships it (ray/thirdparty_files), on the path once ray is imported
+    import importlib
+
+    importlib.import_module("ray")  # puts the psutil Ray ships (ray/thirdparty_files) on the path
+    psutil = importlib.import_module("psutil")
 
     found = set()
     for c in psutil.net_connections("tcp"):
@@ -428,3 +432,58 @@ def follow_job(
     tl.node_up.sort()
     tl.node_down.sort()
     return tl
+
+
+COMPONENTS = {
+    "--ray-client-server-port": "Ray client server",
+    "--dashboard-agent-listen-port": "dashboard agent HTTP (job agent API, health probe)",
+    "--dashboard-agent-grpc-port": "dashboard agent gRPC",
+    "--runtime-env-agent-port": "runtime env agent",
+    "--metrics-export-port": "metrics export (Prometheus)",
+    "--node-manager-port": "raylet",
+    "--object-manager-port": "object manager",
+}
+
+
+def _http_status(url: str, data: bytes | None = None) -> int | str:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError as e:
+        return type(e).__name__
+
+
+def exposure(head: LocalHead) -> list[dict]:
+    """What the head listens on: one row per port with its component, process, the addresses
+    it is bound to, and for the HTTP ones the status of a request without a token (the job
+    APIs: listing jobs on the dashboard, submitting one to the dashboard agent with an empty
+    body; the metrics page; the agent's health route that Kubernetes probes)."""
+    names = {head.gcs_port: "GCS", head.dashboard_port: "dashboard (job API)"}
+    names.update({head.ports[flag]: name for flag, name in COMPONENTS.items()})
+    agent = f"http://127.0.0.1:{head.ports['--dashboard-agent-listen-port']}"
+    probes = {
+        head.dashboard_port: {"GET /api/jobs/": _http_status(f"{head.address}/api/jobs/")},
+        head.ports["--dashboard-agent-listen-port"]: {
+            "POST /api/job_agent/jobs/": _http_status(f"{agent}/api/job_agent/jobs/", b"{}"),
+            "GET /api/healthz": _http_status(f"{agent}/api/healthz"),
+        },
+        head.ports["--metrics-export-port"]: {
+            "GET /": _http_status(f"http://127.0.0.1:{head.ports['--metrics-export-port']}/")
+        },
+    }
+    rows: dict[int, dict] = {}
+    for ip, port, process in listening_sockets(head.pids()):
+        row = rows.setdefault(
+            port,
+            {
+                "port": port,
+                "component": names.get(port, "internal"),
+                "process": process,
+                "addresses": [],
+                "without_token": probes.get(port, {}),
+            },
+        )
+        row["addresses"].append(ip)
+    return sorted(rows.values(), key=lambda r: (r["component"] == "internal", r["component"]))
