@@ -173,6 +173,12 @@ PLANTED = [
         "autoscaler v2 needs Never",
     ),
     ("resources twice", CLUSTER, _resources_twice, "both rayStartParams and resources"),
+    (
+        "token auth on old Ray",
+        CLUSTER,
+        _set("spec.rayVersion", "2.51.0"),
+        "'token' needs rayVersion 2.52.0 or later",
+    ),
     ("runtime env", JOB, _set("spec.runtimeEnvYAML", "env_vars: [a"), "runtimeEnvYAML: not valid"),
     (
         "duplicate group",
@@ -272,6 +278,13 @@ def test_head_schedules_nothing_and_groups_are_cpu_and_gpu():
     assert gpu["groupName"] == "gpu" and gpu["minReplicas"] == 0 and limits["nvidia.com/gpu"] == "1"
     assert gpu["template"]["spec"]["containers"][0]["image"].endswith("-gpu")
     assert cpu["template"]["spec"]["containers"][0]["image"].endswith("-cpu")
+
+
+def test_every_cluster_has_token_auth():
+    """The job API runs any code it is given: no cluster of ours leaves it open."""
+    for name, key in ((CLUSTER, None), (JOB, "rayClusterSpec"), (SERVICE, "rayClusterConfig")):
+        spec = load(name)["spec"]
+        assert (spec[key] if key else spec)["authOptions"] == {"mode": "token"}, name
 
 
 def test_job_and_service_run_the_same_cluster_as_raycluster():

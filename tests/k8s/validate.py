@@ -179,6 +179,17 @@ def cluster_spec_errors(spec: dict, where: str) -> list[str]:
             )
         if autoscaling and group.get("suspend"):
             errors.append(f"{where}.{path}: group {name!r} cannot be suspended with autoscaling")
+    if (spec.get("authOptions") or {}).get("mode") == "token":
+        version = spec.get("rayVersion")
+        try:
+            too_old = tuple(int(x) for x in version.split(".")[:3]) < (2, 52, 0)
+        except (AttributeError, ValueError):
+            too_old = True
+        if too_old:
+            errors.append(
+                f"{where}.authOptions.mode: 'token' needs rayVersion 2.52.0 or later, "
+                f"got {version!r}"
+            )
     return errors
 
 
