@@ -209,7 +209,7 @@ class LocalHead:
             cmd.append(f"--autoscaling-config={config}")
             env = {**autoscaling.env(), **env}
         if env.get("RAY_AUTH_MODE") == "token":
-            self.token = env["RAY_AUTH_TOKEN"]
+            self.token = env.get("RAY_AUTH_TOKEN")  # else Ray reads ~/.ray/auth_token
         t0 = time.perf_counter()
         proc = subprocess.run(
             cmd, env=venv_env(**env), capture_output=True, text=True, timeout=timeout
