@@ -5,7 +5,7 @@ Every per-unit quantity is a ``[B, U]`` array (U = allies then enemies), every p
 number of units; the only Python loop is over the 8 frames of an agent step. Positions are
 complex numbers (x + iy), which halves the array operations of all 2-D geometry.
 
-One game frame (1/16 game second):
+One game frame (one SC2 game loop, 1/22.4 "faster" second; an agent step is 8 of them):
   1. targets: an explicit attack/heal order keeps its target while it lives; the agents'
      units fire only on such an order (SMAC's unit data makes them Passive); the enemy's idle
      units take the closest target within weapon range and do not move; the enemy AI
@@ -13,8 +13,8 @@ One game frame (1/16 game second):
   2. units in range (edge to edge, the real weapon range) fire when their cooldown is over:
      each attack deals max(0.5, damage + bonus - armor), shields first (shield armor 0);
      zealot and colossus attack twice, the colossus also hits a 2.8-wide line through its
-     target, a baneling explodes (radius 2.2) and dies; medivacs heal 9 hp/s for 1 energy per
-     3 hp;
+     target, a baneling explodes (radius 2.2) and dies; medivacs heal 12.6 hp per faster
+     second (9 per normal second) for 1 energy per 3 hp;
   3. the others walk at their speed toward their target, move point or attack-move point;
      ground units push apart where their radii overlap; the map edges hold everyone in.
 

@@ -6,7 +6,8 @@ here from public re-implementations of SMAC and the game's data:
 - hp, shield, armor, damage and bonus, attacks, cooldown, weapon range, speed and size agree
   with smaclite's unit files (github.com/uoe-agents/smaclite,
   ``smaclite/env/units/smaclite_units/*.json``; radius = size / 2) for every type smaclite
-  has (the medivac's "damage" is its heal, 9 hp/s, smaclite's ``HEAL_PER_SECOND``), except
+  has (the medivac's "damage" is its heal: 12.6 hp per faster second, SC2's 9 per normal
+  second; smaclite's ``HEAL_PER_SECOND`` 9 is that number in the wrong unit), except
   the baneling (smaclite: damage 80, cooldown 1, speed 3.15; here SC2's 16 + 19 vs light,
   speed 3.5, no cooldown since it explodes) and the spine crawler's radius (smaclite 0.5,
   here 1.0). smaclite has no hydralisk: its row is SC2's (hp 90, damage 12, cooldown 0.59,
@@ -36,11 +37,11 @@ class UnitType:
     hp: float
     shield: float
     armor: float
-    damage: float  # per attack; for the medivac: hp healed per second
+    damage: float  # per attack; for the medivac: hp healed per "faster" second
     attacks: int  # attacks per swing (zealot and colossus hit twice)
-    cooldown: float  # seconds between swings
+    cooldown: float  # "faster" seconds between swings
     range: float  # weapon (or heal) range, edge to edge
-    speed: float  # distance per game second
+    speed: float  # distance per "faster" second
     radius: float
     attributes: int
     bonus: float = 0.0
@@ -56,7 +57,7 @@ UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True),
     UnitType("marauder", "T", 125, 0, 1, 10, 1, 1.07, 6, 3.15, 0.5625, ARMORED | BIO,
              bonus=10, bonus_vs=ARMORED, sight=10),
-    UnitType("medivac", "T", 150, 0, 1, 9, 0, 0.0, 4, 3.5, 0.75, ARMORED | MECH | AIR,
+    UnitType("medivac", "T", 150, 0, 1, 12.6, 0, 0.0, 4, 3.5, 0.75, ARMORED | MECH | AIR,
              hits_ground=False, sight=11),
     UnitType("stalker", "P", 80, 80, 1, 13, 1, 1.34, 6, 4.13, 0.625, ARMORED | MECH,
              bonus=5, bonus_vs=ARMORED, hits_air=True, sight=10),
@@ -77,17 +78,20 @@ MARINE, MARAUDER, MEDIVAC, STALKER, ZEALOT, COLOSSUS, ZERGLING, HYDRALISK, BANEL
     len(UNIT_TYPES)
 )
 
-# Mechanics constants: SC2 runs 16 game frames per second at "faster" speed; SMAC's
-# step_mul = 8 and move_amount = 2 (starcraft2.py); the medivac's energy (200, starting at 50)
-# and heal (9 hp/s, 3 hp per energy) and the splash sizes as in smaclite.
-FRAMES_PER_SECOND = 16
-STEP_MUL = 8  # game frames per agent step: 0.5 game seconds
+# Mechanics constants. SC2 runs 16 game loops per *normal* game second, i.e. 22.4 per "faster"
+# second, the unit of the speeds and cooldowns above (Liquipedia; SMAC's own cooldown
+# constants are loops at 22.4/s, starcraft2.py). SMAC's step_mul = 8 loops (0.357 faster s) and
+# move_amount = 2 (starcraft2.py). The medivac's energy (200, starting at 50), its heal (9 hp
+# per normal second = 12.6 per faster second, 3 hp per energy) and its energy regeneration
+# (0.5625 per normal second) from the SMAC maps' unit data; the splash sizes as in smaclite.
+FRAMES_PER_SECOND = 22.4  # game loops per faster second
+STEP_MUL = 8  # game loops per agent step
 MOVE_AMOUNT = 2.0
 MIN_DAMAGE = 0.5
 MEDIVAC_ENERGY_MAX = 200.0
 MEDIVAC_ENERGY_START = 50.0
 MEDIVAC_HP_PER_ENERGY = 3.0
-ENERGY_REGEN_PER_S = 0.7875  # SC2 energy regeneration at "faster" speed
+ENERGY_REGEN_PER_S = 0.7875  # per faster second (0.5625 per normal second)
 COLOSSUS_SPLASH_WIDTH = 2.8
 BANELING_SPLASH_RADIUS = 2.2
 

@@ -8,7 +8,7 @@ import pytest
 
 import envs
 from envs.smac import units as U
-from envs.smac.core import AMOVE, ATTACK, HEAL, NONE, BattleBatch
+from envs.smac.core import AMOVE, ATTACK, HEAL, MOVE, NONE, BattleBatch
 from envs.smac.maps import (
     MAP_SIZE,
     SMAC_MAPS,
@@ -210,7 +210,36 @@ def test_unit_table_has_sc2s_numbers():
     assert U.hit_damage("marauder", "stalker") == 19  # 10 + 10 vs armored - 1
     assert U.hit_damage("baneling", "zergling") == 35  # 16 + 19 vs light
     assert U.hit_damage("zergling", "spine_crawler") == 3
-    assert (U.FRAMES_PER_SECOND, U.STEP_MUL, U.MOVE_AMOUNT) == (16, 8, 2.0)
+    assert (U.FRAMES_PER_SECOND, U.STEP_MUL, U.MOVE_AMOUNT) == (22.4, 8, 2.0)
+
+
+def test_smacs_clock_a_step_is_8_loops_of_a_22_4_per_second_game():
+    """SMAC's step_mul 8 at 22.4 loops per faster second: an isolated marine walks 1.125 per
+    agent step (3.15 x 8 / 22.4), not 1.575 as at 16 loops per second."""
+    core = battle("3m")
+    isolate(core, [0], {0: 8 + 16j})
+    core.kind[0, 0], core.goal[0, 0] = MOVE, 20 + 16j
+    core._refresh()
+    for step in range(1, 4):
+        frames(core, U.STEP_MUL)
+        assert core.pos[0, 0].real == pytest.approx(8 + 1.125 * step, abs=1e-4)
+
+
+def test_smacs_clock_a_marine_fires_every_14_loops():
+    """Cooldown 0.61 faster s = 13.7 loops, counted in whole loops: 14. Over 8 agent steps
+    (64 loops) a marine in range fires at loops 0, 14, 28, 42, 56: 5 shots, 0.625 a step."""
+    core = battle("3m")
+    isolate(core, [0, 3], {0: 10 + 16j, 3: 14 + 16j})
+    core.hp[0, 3] = 1000.0  # survives every shot
+    core.kind[0, 0], core.target[0, 0] = ATTACK, 3
+    core._refresh()
+    shots = []
+    for loop in range(8 * U.STEP_MUL):
+        before = float(core.hp[0, 3])
+        core._frame()
+        if core.hp[0, 3] < before:
+            shots.append(loop)
+    assert shots == [0, 14, 28, 42, 56]
 
 
 def test_a_marine_needs_eight_hits_to_kill_a_marine():
@@ -258,7 +287,7 @@ def test_a_swing_split_between_shield_and_hp_pays_armor_on_the_hp_part():
     assert core.sh[0, stalker] == 0 and core.hp[0, stalker] == 75
 
 
-def test_medivac_heals_nine_hp_per_second_for_one_energy_per_three_hp():
+def test_medivac_heals_nine_hp_per_normal_second_for_one_energy_per_three_hp():
     core = battle("MMM")  # allies: marauders 0-1, marines 2-8, medivac 9
     medivac, marine = 9, 2
     assert core.is_medivac[0, medivac] and core.types[0, marine] == U.MARINE
@@ -267,19 +296,21 @@ def test_medivac_heals_nine_hp_per_second_for_one_energy_per_three_hp():
     assert core.energy[0, medivac] == U.MEDIVAC_ENERGY_START == 50
     core.kind[0, medivac], core.target[0, medivac] = HEAL, marine
     core._refresh()
-    frames(core, 16)  # one game second
-    assert core.hp[0, marine] == pytest.approx(10 + 9, abs=1e-3)
-    regen = U.ENERGY_REGEN_PER_S
-    assert core.energy[0, medivac] == pytest.approx(50 - 9 / 3 + regen, abs=1e-3)
+    # One agent step is 0.5 normal seconds: 4.5 hp healed for 1.5 energy; the energy
+    # regenerates 0.5625 per normal second, 0.28125 a step.
+    frames(core, U.STEP_MUL)
+    assert core.hp[0, marine] == pytest.approx(10 + 4.5, abs=1e-3)
+    regen = 0.28125
+    assert core.energy[0, medivac] == pytest.approx(50 - 1.5 + regen, abs=1e-3)
     # Out of energy it heals only what the regeneration pays for: 3 hp per energy.
     core.energy[0, medivac] = 0.0
     before = float(core.hp[0, marine])
-    frames(core, 16)
+    frames(core, U.STEP_MUL)
     assert core.hp[0, marine] - before == pytest.approx(3 * regen, abs=1e-2)
     # Full health: nothing to heal, energy accumulates.
     core.hp[0, marine] = 45.0
     e = float(core.energy[0, medivac])
-    frames(core, 16)
+    frames(core, U.STEP_MUL)
     assert core.hp[0, marine] == 45 and core.energy[0, medivac] == pytest.approx(e + regen, 1e-3)
 
 
