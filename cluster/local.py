@@ -54,10 +54,10 @@ def free_ports(n: int) -> list[int]:
 def venv_env(**extra: str) -> dict[str, str]:
     """This interpreter's environment with its bin dir first on PATH (the job entrypoint's
     ``python`` and ``arena`` are the ones on the PATH of the shell that ran ``ray start``),
-    token auth off explicitly for both sides, and no inherited cluster address."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
-    }
+    token auth off explicitly for both sides, and no Ray setting inherited from this process:
+    no cluster address, and not the token of a Ray this process runs itself (with it, a job's
+    driver on an autoscaled node failed to connect to its own head)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", OMP_NUM_THREADS="1")
     env.update(extra)
@@ -317,7 +317,7 @@ def _signal(pids, sig) -> None:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            pass
+            pass  # it ended on its own meanwhile
 
 
 def short_temp_dir() -> Path:
@@ -382,7 +382,7 @@ def follow_job(
 ) -> JobTimeline:
     """``arena submit --address HEAD -- arena <command>``, followed until the job has ended and
     every worker node that came up for it has gone again (or ``timeout_s``). ``metrics`` is
-    the glob of the run's metrics.csv, to time the first iteration."""
+    the run's metrics.csv, to time the first iteration."""
     log = head.temp_dir / f"submit-{time.time_ns()}.log"
     env = venv_env(
         **({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": head.token} if head.token else {})
@@ -395,10 +395,9 @@ def follow_job(
     first_row = None
     try:
         while time.time() - t0 < timeout_s:
-            if first_row is None and any(
-                len(p.read_text().splitlines()) > 1 for p in metrics.parent.glob(metrics.name)
-            ):
-                first_row = time.time() - t0
+            if first_row is None and metrics.is_file():
+                if len(metrics.read_text().splitlines()) > 1:  # header and a first row
+                    first_row = time.time() - t0
             head.check_autoscaler()
             workers = [n for n in head.state("nodes") if not n["is_head_node"]]
             if proc.poll() is not None and all(n["state"] == "DEAD" for n in workers):

@@ -121,6 +121,17 @@ def test_images_stay_uint8_from_env_to_learner(ray_session):
     algo.stop()
 
 
+def rllib_batch(learner, episodes) -> dict:
+    """What RLlib's learner connectors (GAE, sequence padding, ...) make of ``episodes``."""
+    return learner._learner_connector(
+        rl_module=learner.module,
+        batch={},
+        episodes=episodes,
+        shared_data={},
+        metrics=learner.metrics,
+    )
+
+
 def test_recurrent_sampling_equals_the_learners_sequence_replay(ray_session):
     """The hidden state carried through sampling (across resets and sample calls) is the one
     the learner rebuilds from STATE_IN at each sequence start: the learner's forward pass over
@@ -135,13 +146,7 @@ def test_recurrent_sampling_equals_the_learners_sequence_replay(ray_session):
     episodes = runner.sample(num_timesteps=8 * 20)  # continues them, resets at 25
     assert {e.t_started for e in episodes} == {0, 20}
     recorded = [e.get_extra_model_outputs(Columns.ACTION_DIST_INPUTS) for e in episodes]
-    batch = learner._learner_connector(
-        rl_module=learner.module,
-        batch={},
-        episodes=episodes,
-        shared_data={},
-        metrics=learner.metrics,
-    )["shared"]
+    batch = rllib_batch(learner, episodes)["shared"]
     with torch.no_grad():
         out = learner.module["shared"].forward_train(batch)[Columns.ACTION_DIST_INPUTS]
     mask = batch[Columns.LOSS_MASK].bool()
@@ -209,13 +214,7 @@ def test_array_batches_equal_what_rllibs_gae_makes_of_the_episodes(
                 continue
             ours = runner._train_batch(m, roll.bufs[mid], roll.done, roll.term)
             episodes = runner._cut_episodes(m, roll.bufs[mid], roll.done, roll.term, roll.started)
-            theirs = learner._learner_connector(
-                rl_module=learner.module,
-                batch={},
-                episodes=episodes,
-                shared_data={},
-                metrics=learner.metrics,
-            )[mid]
+            theirs = rllib_batch(learner, episodes)[mid]
             # RLlib adds one masked step to each episode chunk (for its GAE bootstrap).
             real = np.asarray(theirs[Columns.LOSS_MASK], bool)
             order = episode_order(roll.done, m.agents_per_env)
