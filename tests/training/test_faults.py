@@ -77,18 +77,26 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
     with log.open("w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     metrics = tmp_path / "mpe/simple_spread-v3/ippo/r/metrics.csv"
-    deadline, killed = time.monotonic() + 240, False
+    deadline, killed, done_at_kill = time.monotonic() + 240, False, None
     while proc.poll() is None and time.monotonic() < deadline:
-        if not killed and metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
-            for pid in env_runner_pids(proc.pid):
-                os.kill(pid, signal.SIGKILL)
-                killed = True
+        if not killed and metrics.exists() and len(metrics.read_text().splitlines()) >= 2:
+            # The driver is frozen while its EnvRunner dies, so at least one sampling
+            # iteration surely follows the kill (a fast run once finished first).
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                done_at_kill = len(metrics.read_text().splitlines()) - 1
+                for pid in env_runner_pids(proc.pid):
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
         time.sleep(0.2)
     if proc.poll() is None:
         proc.kill()
     proc.wait()
     text = log.read_text()
     assert killed and proc.returncode == 0, text[-2000:]
+    assert done_at_kill <= 4, f"{done_at_kill} of 6 iterations done before the kill"
     assert "an EnvRunner was lost and restarted" in text
     with metrics.open() as f:
         rows = list(csv.DictReader(f))
