@@ -8,10 +8,22 @@ export OMP_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
 export RAY_USAGE_STATS_ENABLED := 0
 export PYTHONDONTWRITEBYTECODE := 1
+# The web family's browser: Debian's Chromium, found by these two (as the miniwob package).
+export MINIWOB_CHROME_BINARY ?= /usr/bin/chromium
+export MINIWOB_CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: setup demo test bench bench-smac smax-venv lint format clean
+.PHONY: setup chromium demo test bench bench-smac smax-venv lint format clean
 
-setup: $(STAMP)
+setup: $(STAMP) chromium
+
+# Chromium for web/* envs, from Debian (never downloaded at run time). Without root the
+# web tests that need a browser say so and skip.
+chromium:
+	@if ! test -x $(MINIWOB_CHROME_BINARY) || ! test -x $(MINIWOB_CHROMEDRIVER); then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	  else echo "no Chromium: run 'sudo apt-get install -y chromium chromium-driver' for web/* envs"; fi; \
+	fi
 
 # torch goes in first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -20,6 +32,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[all,dev]'
+	$(PY) -m pip install -q --no-deps miniwob==1.1.0
 	touch $(STAMP)
 
 demo: setup

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 Ref = str | Callable[..., Any]
 """A callable, or where to import it from: ``"package.module:attr"``."""
 
-ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_]+-v\d+$")
-FAMILIES = ("envs.mpe", "envs.smac")
-EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco"}
+ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_][A-Za-z0-9_-]*-v\d+$")  # MiniWoB++ names hold "-"
+FAMILIES = ("envs.mpe", "envs.smac", "envs.web")
+EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco", "selenium": "web", "miniwob": "web"}
 """A family's heavy package -> the pyproject extra that installs it."""
 
 

@@ -1,0 +1,271 @@
+"""The real backend: a MiniWoB++ task page in headless Chromium, driven through Selenium.
+
+One :class:`Browser` is one Chromium. It starts on first use, serves every episode of its task
+(an episode is ``core.startEpisodeReal()`` after ``Math.seedrandom(seed)``, as the ``miniwob``
+package does), and is restarted when it crashes or hangs: every driver call runs under a
+watchdog that kills the browser after ``timeout_s``. No browser outlives its owner:
+chromedriver gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``), and
+Chromium, connected to chromedriver by a pipe (``--remote-debugging-pipe``), exits with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+from pathlib import Path
+
+from envs.web.actions import Action
+from envs.web.page import Node, Page, from_dump
+
+CHROME = os.environ.get("MINIWOB_CHROME_BINARY", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("MINIWOB_CHROMEDRIVER", "/usr/bin/chromedriver")
+CHROME_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--remote-debugging-pipe",  # Chromium exits when chromedriver does
+    "--disable-crash-reporter",
+    "--disable-breakpad",
+    "--disable-extensions",
+    "--window-size=500,400",
+)
+EPISODE_MS = 3_600_000
+"""MiniWoB++ ends an episode after 10 s of wall time; the env's step limit bounds episodes
+instead (a language model may think longer than 10 s per step)."""
+
+DUMP_JS = r"""
+var skipIds = {'query': 1, 'sync-task-cover': 1, 'reward-display': 1, 'click-canvas': 1};
+var skipTags = {SCRIPT: 1, STYLE: 1, LINK: 1, META: 1, CANVAS: 1, NOSCRIPT: 1};
+var next = 0;
+function dump(el) {
+  var tag = el.tagName;
+  var d = {tag: tag.toLowerCase(), h: next, kids: [], attrs: {}};
+  el.setAttribute('data-arena', next++);
+  var st = window.getComputedStyle(el);
+  if (st.display === 'none' || st.visibility === 'hidden') { d.hidden = true; return d; }
+  ['type', 'placeholder'].forEach(function (a) {
+    if (el.hasAttribute(a)) d.attrs[a] = el.getAttribute(a);
+  });
+  if (tag === 'INPUT' || tag === 'TEXTAREA') d.value = el.value;
+  if (el.checked) d.checked = true;
+  if (tag === 'OPTION' && el.selected) d.selected = true;
+  if (el.disabled) d.disabled = true;
+  for (var i = 0; i < el.childNodes.length; i++) {
+    var c = el.childNodes[i];
+    if (c.nodeType === 3) d.kids.push(c.nodeValue);
+    else if (c.nodeType === 1 && !skipIds[c.id] && !skipTags[c.tagName]) d.kids.push(dump(c));
+  }
+  return d;
+}
+var body = dump(document.body);
+var focused = document.activeElement && document.activeElement.getAttribute('data-arena');
+return {title: document.title, utterance: core.getUtterance(), body: body,
+        focused: focused === null || focused === undefined ? -1 : Number(focused),
+        done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: String(WOB_REWARD_REASON)};
+"""
+
+
+class BrowserError(RuntimeError):
+    """The browser crashed, hung past the watchdog, or cannot start."""
+
+
+def html_dir() -> Path:
+    """Where the ``miniwob`` package keeps the task pages."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise BrowserError(
+            "web envs need the miniwob package's task pages: pip install --no-deps miniwob==1.1.0"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
+
+
+def chrome_missing() -> str | None:
+    """Why no browser can start here, or None."""
+    for what, path in (("MINIWOB_CHROME_BINARY", CHROME), ("MINIWOB_CHROMEDRIVER", CHROMEDRIVER)):
+        if not os.access(path, os.X_OK):
+            return (
+                f"no Chromium at {path} ({what}); install it with "
+                "`apt-get install -y chromium chromium-driver` or point "
+                f"{what} at one"
+            )
+    return None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Browser:
+    """One headless Chromium showing one MiniWoB++ task."""
+
+    def __init__(self, task: str, timeout_s: float = 30.0):
+        self.task, self.timeout_s = task, timeout_s
+        self.url = (html_dir() / f"{task}.html").as_uri()
+        self.driver = None
+        self.pid: int | None = None
+        self.starts = 0
+        self._handles: dict[int, Node] = {}
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        why = chrome_missing()
+        if why:
+            raise BrowserError(why)
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROME
+        for arg in CHROME_ARGS:
+            options.add_argument(arg)
+        service = Service(CHROMEDRIVER, popen_kw={"preexec_fn": _die_with_parent})
+        try:
+            with self._watchdog(lambda: service.process):
+                self.driver = webdriver.Chrome(service=service, options=options)
+                self.pid = service.process.pid
+                self.driver.get(self.url)
+                if not self.driver.execute_script("return typeof core !== 'undefined'"):
+                    raise BrowserError(f"{self.url} has no MiniWoB++ core")
+        except BrowserError:
+            self.close()
+            raise
+        except Exception as e:
+            self.pid = getattr(service.process, "pid", None)
+            self.close()
+            raise BrowserError(f"Chromium did not start for {self.task}: {e}") from e
+        self.starts += 1
+
+    def close(self) -> None:
+        """Quits the browser; kills it if it does not quit in time. Safe to call twice."""
+        driver, self.driver = self.driver, None
+        if driver is not None:
+            with contextlib.suppress(Exception), self._watchdog(lambda: None, 10.0):
+                driver.quit()
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, os.WNOHANG)
+            self.pid = None
+
+    def restart(self) -> None:
+        self.close()
+        self.start()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __getstate__(self):  # a pickled env carries no live browser
+        return {**self.__dict__, "driver": None, "pid": None, "_handles": {}}
+
+    @contextlib.contextmanager
+    def _watchdog(self, process=None, timeout: float | None = None):
+        """Kills chromedriver (and so Chromium) if the block outlives the timeout."""
+        fired = threading.Event()
+
+        def kill():
+            fired.set()
+            proc = process() if process else None
+            pid = getattr(proc, "pid", None) or self.pid
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout or self.timeout_s, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except Exception as e:
+            if fired.is_set():
+                raise BrowserError(
+                    f"the browser of {self.task} hung for {timeout or self.timeout_s:.0f} s "
+                    "and was killed"
+                ) from e
+            raise
+        finally:
+            timer.cancel()
+
+    def _script(self, js: str, *args):
+        if self.driver is None:
+            self.start()
+        from selenium.common.exceptions import WebDriverException
+
+        try:
+            with self._watchdog():
+                return self.driver.execute_script(js, *args)
+        except WebDriverException as e:
+            raise BrowserError(f"the browser of {self.task} failed: {e.msg}") from e
+
+    # --- episodes --------------------------------------------------------------------------
+    def reset(self, seed: int) -> Page:
+        self._script(
+            f"core.EPISODE_MAX_TIME = {EPISODE_MS}; core.endEpisode(0);"
+            f"Math.seedrandom({int(seed)}); core.setDataMode('train'); core.startEpisodeReal();"
+        )
+        return self.observe()
+
+    def observe(self) -> Page:
+        d = self._script(DUMP_JS)
+        body = from_dump(d["body"])
+        self._handles = {n.handle: n for n in body.walk()}
+        self.status = (bool(d["done"]), float(d["raw"] or 0.0), d["reason"])
+        return Page(d["title"], d["utterance"], body, self._handles.get(d["focused"]))
+
+    def act(self, action: Action, target: Node | None) -> str | None:
+        """Performs ``action``; the error text when the page refused it."""
+        from selenium.common.exceptions import NoSuchElementException, WebDriverException
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.keys import Keys
+        from selenium.webdriver.support.select import Select
+
+        if self.driver is None:
+            raise BrowserError(f"the browser of {self.task} is not running")
+        name, args = action.name, action.args
+        try:
+            with self._watchdog():
+                element = None
+                if target is not None:
+                    element = self.driver.find_element(
+                        By.CSS_SELECTOR, f'[data-arena="{target.handle}"]'
+                    )
+                if name == "click":
+                    element.click()
+                elif name == "dblclick":
+                    ActionChains(self.driver).double_click(element).perform()
+                elif name == "hover":
+                    ActionChains(self.driver).move_to_element(element).perform()
+                elif name == "focus":
+                    self.driver.execute_script("arguments[0].focus();", element)
+                elif name == "clear":
+                    element.clear()
+                elif name == "fill":
+                    element.clear()
+                    element.send_keys(args[1])
+                elif name == "select_option":
+                    try:
+                        Select(element).select_by_visible_text(args[1])
+                    except NoSuchElementException:
+                        return f"no option {args[1]!r} in element {args[0]!r}"
+                elif name == "press":
+                    key = args[1]
+                    key = getattr(Keys, {"Space": "SPACE"}.get(key, key.upper()), key)
+                    element.send_keys(key)
+                elif name == "scroll":
+                    self.driver.execute_script(
+                        "window.scrollBy(arguments[0], arguments[1]);", *args
+                    )
+        except WebDriverException as e:
+            if self.driver is None or "invalid session" in str(e.msg or "").lower():
+                raise BrowserError(f"the browser of {self.task} died") from e
+            first = (e.msg or type(e).__name__).splitlines()[0]
+            return f"{name} on element {args[0]!r} failed: {first}"
+        return None

@@ -1,0 +1,101 @@
+"""``Math.random`` as MiniWoB++ pages seed it: David Bau's seedrandom (ARC4 keystream).
+
+MiniWoB++'s ``core.js`` bundles seedrandom 2.4 and the Python side seeds each episode with
+``Math.seedrandom(seed)``. The twin draws from this same stream, so a twin page generated for a
+seed is the page the browser generates for that seed, draw for draw.
+"""
+
+from __future__ import annotations
+
+import math
+
+_WIDTH = 256
+_MASK = _WIDTH - 1
+_START_DENOM = float(_WIDTH**6)
+_SIGNIFICANCE = float(2**52)
+_OVERFLOW = float(2**53)
+
+
+def _int32(x: float) -> int:
+    """JavaScript's ToInt32 (NaN -> 0), for the seed mixing's ``^=``."""
+    if math.isnan(x) or math.isinf(x):
+        return 0
+    x = int(x) & 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def _mix_key(seed: str) -> list[int]:
+    key: list[int | None] = []
+    smear = 0
+    for j, ch in enumerate(seed):
+        slot = _MASK & j
+        old = key[slot] if slot < len(key) else None
+        smear = _int32(smear) ^ _int32(math.nan if old is None else 19 * old)
+        value = _MASK & (smear + ord(ch))
+        if slot < len(key):
+            key[slot] = value
+        else:
+            key.append(value)
+    return [k for k in key if k is not None]
+
+
+class JSRandom:
+    """A seeded stream equal to the page's ``Math.random()`` after ``Math.seedrandom(seed)``.
+
+    ``seed`` is what the page receives: an int ``s`` is the JavaScript number ``s`` (flattened
+    to ``"s\\0"`` by seedrandom), a str is used as is.
+    """
+
+    def __init__(self, seed: int | str):
+        text = seed if isinstance(seed, str) else f"{int(seed)}\0"
+        key = _mix_key(text) or [0]
+        s = list(range(_WIDTH))
+        j = 0
+        for i in range(_WIDTH):
+            t = s[i]
+            j = _MASK & (j + key[i % len(key)] + t)
+            s[i], s[j] = s[j], t
+        self._s, self._i, self._j = s, 0, 0
+        self._bytes(_WIDTH)  # RC4-drop[256]
+
+    def _bytes(self, count: int) -> int:
+        s, i, j, r = self._s, self._i, self._j, 0
+        for _ in range(count):
+            i = _MASK & (i + 1)
+            t = s[i]
+            j = _MASK & (j + t)
+            s[i], s[j] = s[j], t
+            r = r * _WIDTH + s[_MASK & (s[i] + s[j])]
+        self._i, self._j = i, j
+        return r
+
+    def random(self) -> float:
+        n, d, x = float(self._bytes(6)), _START_DENOM, 0
+        while n < _SIGNIFICANCE:
+            n = (n + x) * _WIDTH
+            d *= _WIDTH
+            x = self._bytes(1)
+        while n >= _OVERFLOW:
+            n /= 2
+            d /= 2
+            x >>= 1
+        return (n + x) / d
+
+    # MiniWoB++'s core.js helpers, in the same draw order.
+    def randi(self, lo: int, hi: int) -> int:
+        return math.floor(self.random() * (hi - lo) + lo)
+
+    def randf(self, lo: float, hi: float) -> float:
+        return self.random() * (hi - lo) + lo
+
+    def sample(self, items):
+        return items[self.randi(0, len(items))]
+
+    def shuffle(self, items: list) -> list:
+        """In place, as ``core.shuffle`` (Fisher-Yates from the end)."""
+        n = len(items)
+        while n:
+            k = math.floor(self.random() * n)
+            n -= 1
+            items[n], items[k] = items[k], items[n]
+        return items
