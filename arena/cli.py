@@ -9,6 +9,8 @@
     arena demo [--timesteps N] [--seed S] [--out DIR]
     arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
+    arena web traces --tasks T ... [--teacher scripted|openai] [--backend twin|browser]
+                [--episodes N] [--error-rate P] [--workers N] --out DIR
 
 Each package registers its subcommands (``<package>/commands.py``: ``register(subparsers)``,
 with ``arena_handler="module:function"``, imported only when that command runs), so
@@ -27,7 +29,13 @@ import os
 import sys
 import traceback
 
-COMMANDS = ("envs.commands", "training.commands", "serve.commands", "cluster.commands")
+COMMANDS = (
+    "envs.commands",
+    "envs.web.commands",
+    "training.commands",
+    "serve.commands",
+    "cluster.commands",
+)
 """Modules whose ``register(subparsers)`` adds subcommands, in ``--help`` order."""
 
 

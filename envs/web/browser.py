@@ -110,6 +110,7 @@ class Browser:
         self.driver = None
         self.pid: int | None = None
         self.starts = 0
+        self.dead = False
         self._handles: dict[int, Node] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -140,6 +141,7 @@ class Browser:
             self.close()
             raise BrowserError(f"Chromium did not start for {self.task}: {e}") from e
         self.starts += 1
+        self.dead = False
 
     def close(self) -> None:
         """Quits the browser; kills it if it does not quit in time. Safe to call twice."""
@@ -172,6 +174,7 @@ class Browser:
 
         def kill():
             fired.set()
+            self.dead = True
             proc = process() if process else None
             pid = getattr(proc, "pid", None) or self.pid
             if pid:
@@ -196,13 +199,18 @@ class Browser:
     def _script(self, js: str, *args):
         if self.driver is None:
             self.start()
-        from selenium.common.exceptions import WebDriverException
-
+        self._check_alive()
         try:
             with self._watchdog():
                 return self.driver.execute_script(js, *args)
-        except WebDriverException as e:
-            raise BrowserError(f"the browser of {self.task} failed: {e.msg}") from e
+        except BrowserError:
+            raise
+        except Exception as e:  # WebDriverException, or the connection to a dead driver
+            raise BrowserError(f"the browser of {self.task} failed: {e}") from e
+
+    def _check_alive(self) -> None:
+        if self.dead:
+            raise BrowserError(f"the browser of {self.task} was killed; it restarts on reset")
 
     # --- episodes --------------------------------------------------------------------------
     def reset(self, seed: int) -> Page:
@@ -229,6 +237,7 @@ class Browser:
 
         if self.driver is None:
             raise BrowserError(f"the browser of {self.task} is not running")
+        self._check_alive()
         name, args = action.name, action.args
         try:
             with self._watchdog():
@@ -263,9 +272,13 @@ class Browser:
                     self.driver.execute_script(
                         "window.scrollBy(arguments[0], arguments[1]);", *args
                     )
+        except BrowserError:
+            raise
         except WebDriverException as e:
-            if self.driver is None or "invalid session" in str(e.msg or "").lower():
+            if self.dead or "invalid session" in str(e.msg or "").lower():
                 raise BrowserError(f"the browser of {self.task} died") from e
             first = (e.msg or type(e).__name__).splitlines()[0]
             return f"{name} on element {args[0]!r} failed: {first}"
+        except Exception as e:  # the connection to a dead chromedriver
+            raise BrowserError(f"the browser of {self.task} died: {e}") from e
         return None

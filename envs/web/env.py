@@ -207,9 +207,11 @@ class WebEnv(ParallelEnv):
             close()
 
 
-def twin_env(task: str, **cfg) -> WebEnv:
-    return WebEnv(task, backend="twin", **cfg)
+def twin_env(task: str, max_steps: int = 10, render_mode: str | None = None) -> WebEnv:
+    return WebEnv(task, "twin", max_steps, render_mode)
 
 
-def browser_env(task: str, **cfg) -> WebEnv:
-    return WebEnv(task, backend="browser", **cfg)
+def browser_env(
+    task: str, max_steps: int = 10, timeout_s: float = 30.0, render_mode: str | None = None
+) -> WebEnv:
+    return WebEnv(task, "browser", max_steps, render_mode, timeout_s)

@@ -1,0 +1,123 @@
+"""The real MiniWoB++ pages in Chromium: every page loads, the scripted teacher solves them,
+the twin agrees with them step by step, and no browser process outlives its owner."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import envs
+from envs.web import TASKS, TWIN_TASKS
+from envs.web.browser import Browser, BrowserError, chrome_missing
+from envs.web.page import render
+from envs.web.teachers import ScriptedTeacher
+from envs.web.traces import play
+
+pytestmark = pytest.mark.skipif(bool(chrome_missing()), reason=str(chrome_missing()))
+
+
+def browser_processes() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith((b"/usr/bin/chromedriver", b"/usr/lib/chromium/")):
+                pids.append(int(entry.name))
+    return pids
+
+
+def wait_until_gone(limit_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + limit_s
+    while browser_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return browser_processes()
+
+
+@pytest.fixture(autouse=True)
+def no_browser_left():
+    assert wait_until_gone() == [], "browsers left by an earlier test"
+    yield
+    assert wait_until_gone() == []
+
+
+def test_every_task_page_loads_and_starts_an_episode():
+    b = Browser(TASKS[0])
+    failed = []
+    try:
+        for task in TASKS:
+            b.task, b.url = task, b.url.rsplit("/", 1)[0] + f"/{task}.html"
+            b.driver.get(b.url) if b.driver else b.start()
+            try:
+                page = b.reset(1)
+            except BrowserError as e:
+                failed.append((task, str(e)[:80]))
+                continue
+            if not render(page).text.startswith("Goal: "):
+                failed.append((task, "no goal"))
+    finally:
+        b.close()
+    assert failed == []
+
+
+@pytest.mark.parametrize("task", ["click-test-2", "click-button", "enter-text", "login-user"])
+def test_the_scripted_teacher_solves_real_pages(task):
+    env = envs.make(f"web/{task}-v1")
+    rows = [play(env, f"web/{task}-v1", s, ScriptedTeacher(task)) for s in range(20)]
+    env.close()
+    assert sum(r[-1]["success"] for r in rows) / len(rows) >= 0.95
+
+
+def test_twin_and_browser_agree_step_by_step():
+    """Same task, seed and teacher (slipping a quarter of the time): the same observation
+    text after every step and the same reward, on every task the twin models."""
+    for task in TWIN_TASKS:
+        ids = (f"web/{task}-v1", f"websim/{task}-v0")
+        real, twin = (envs.make(i) for i in ids)
+        for seed in range(3):
+            a, b = (
+                play(env, i, seed, ScriptedTeacher(task, 0.25, seed))
+                for env, i in zip((real, twin), ids, strict=True)
+            )
+            for key in ("observation", "action", "reward", "done"):
+                assert [r[key] for r in a] == [r[key] for r in b], (task, seed, key)
+        real.close()
+
+
+def test_a_hung_page_is_killed_and_the_browser_restarted():
+    env = envs.make("web/click-test-2-v1", timeout_s=3.0)
+    env.reset(seed=0)
+    first = env.page_backend.pid
+    with pytest.raises(BrowserError, match="hung for 3 s"):
+        env.page_backend._script("while (true) {}")
+    env.reset(seed=1)  # a dead browser is restarted on reset
+    assert env.restarts == 1 and env.page_backend.pid != first
+    obs, rew, *_ = env.step({"agent_0": "click('1')"})
+    assert rew["agent_0"] == 1.0
+    env.close()
+
+
+def test_no_browser_outlives_a_killed_owner(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "import envs, time\n"
+        "env = envs.make('web/click-test-v1'); env.reset(seed=0)\n"
+        "print(env.page_backend.pid, flush=True); time.sleep(120)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        driver = int(proc.stdout.readline())
+        assert driver in browser_processes() and len(browser_processes()) > 2
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert wait_until_gone() == []

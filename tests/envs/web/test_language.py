@@ -1,0 +1,133 @@
+"""The action language, the page rendering and the seeded stream the twin shares with pages."""
+
+import pytest
+
+from envs.web.actions import Action, ParseError, parse
+from envs.web.page import Page, el, from_dump, render
+from envs.web.seedrandom import JSRandom
+
+
+@pytest.mark.parametrize(
+    "text, action",
+    [
+        ("click('13')", Action("click", ("13",))),
+        ("  click(13)  ", Action("click", ("13",))),
+        ('fill("7", "hello world")', Action("fill", ("7", "hello world"))),
+        ("fill(bid='7', value='x')", Action("fill", ("7", "x"))),
+        ("select_option('9', 'blue')", Action("select_option", ("9", "blue"))),
+        ("select_option('9', ['blue'])", Action("select_option", ("9", "blue"))),
+        ("press('7', 'Enter')", Action("press", ("7", "Enter"))),
+        ("press('7', 'a')", Action("press", ("7", "a"))),
+        ("scroll(0, 200.5)", Action("scroll", (0, 200.5))),
+        ("noop()", Action("noop", ())),
+        ("noop(500)", Action("noop", ())),
+        ("dblclick('1')", Action("dblclick", ("1",))),
+        ("hover('1')", Action("hover", ("1",))),
+        ("focus('1')", Action("focus", ("1",))),
+        ("clear('1')", Action("clear", ("1",))),
+        ("send_msg_to_user('done')", Action("send_msg_to_user", ("done",))),
+    ],
+)
+def test_every_action_kind_parses(text, action):
+    assert parse(text) == action
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "empty action"),
+        ("click('13'", "cannot parse"),
+        ("click", "is not a call"),
+        ("os.system('ls')", "is not a call"),
+        ("__import__('os')", "unknown action"),
+        ("type('3', 'x')", "unknown action"),
+        ("click()", "missing bid"),
+        ("click('1', '2')", "takes 1 argument"),
+        ("fill('7')", "missing value"),
+        ("fill('7', x)", "must be a literal"),
+        ("fill('7', 3)", "value must be a string"),
+        ("click('')", "bid must be a string"),
+        ("click(True)", "bid must be a string"),
+        ("press('7', 'Hyper')", "unknown key"),
+        ("scroll('a', 1)", "delta_x must be a number"),
+        ("click('1', foo=2)", "unexpected or repeated argument 'foo'"),
+        ("click('1'); noop()", "cannot parse"),
+    ],
+)
+def test_malformed_actions_say_what_is_wrong(text, words):
+    with pytest.raises(ParseError, match=words):
+        parse(text)
+
+
+def test_rendering_gives_bids_to_what_an_agent_can_act_on():
+    box = el("input", type="checkbox")
+    box.checked = True
+    field = el("input", type="text", placeholder="Name")
+    field.value = "bo"
+    select = el("select", el("option", "red"), el("option", "blue"))
+    select.kids[1].selected = True
+    hidden = el("button", "Hidden")
+    hidden.hidden = True
+    body = el(
+        "body",
+        el("div", "Click ", el("span", "here"), " now"),
+        el("div", el("label", box, "keep")),
+        field,
+        select,
+        el("p", el("a", "more", href="#")),
+        hidden,
+        el("div", "  spaced \n  text "),
+    )
+    view = render(Page("A  Task", "Do it.", body, focused=field), error="boom")
+    assert view.text.splitlines() == [
+        "Goal: Do it.",
+        "",
+        "RootWebArea 'A Task'",
+        "\tStaticText 'Click'",
+        "\t[1] StaticText 'here'",
+        "\tStaticText 'now'",
+        "\t[2] LabelText 'keep'",
+        "\t\t[3] checkbox, checked=true",
+        "\t[4] textbox 'Name', value='bo', focused",
+        "\t[5] combobox, value='blue'",
+        "\t\t[6] option 'red'",
+        "\t\t[7] option 'blue', selected",
+        "\t[8] link 'more'",
+        "\t[9] StaticText 'spaced text'",
+        "",
+        "Error from the last action: boom",
+    ]
+    assert view.bids["4"] is field and view.roles["5"] == "combobox"
+
+
+def test_a_browser_dump_reads_as_the_same_tree():
+    dump = {
+        "tag": "body",
+        "h": 0,
+        "kids": [
+            "\n",
+            {"tag": "button", "h": 1, "kids": ["OK"]},
+            {"tag": "input", "h": 2, "attrs": {"type": "text"}, "value": "x", "kids": []},
+            {"tag": "div", "h": 3, "hidden": True, "kids": []},
+        ],
+    }
+    body = from_dump(dump)
+    view = render(Page("T", "g", body))
+    assert view.text.endswith("\t[1] button 'OK'\n\t[2] textbox, value='x'")
+    assert view.bids["2"].handle == 2
+
+
+def test_the_stream_is_the_pages_math_random():
+    # Math.random() after Math.seedrandom(s) in Chromium (MiniWoB++'s core.js), measured.
+    expected = {
+        0: [0.038085370776470735, 0.08624634995353292],
+        42: [0.0016341939679719736, 0.9364577392619949],
+        123456789: [0.7561153199796736, 0.2752919035678956],
+        "abc": [0.7319428070286753, 0.6472995620587413],
+    }
+    for seed, values in expected.items():
+        rng = JSRandom(seed)
+        assert [rng.random(), rng.random()] == values
+    rng = JSRandom(5)
+    draws = [rng.randi(0, 10) for _ in range(2000)]
+    assert set(draws) == set(range(10))

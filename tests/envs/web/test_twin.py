@@ -1,0 +1,85 @@
+"""The twin's tasks, solved by their teachers, and the study's reward rules."""
+
+import pickle
+
+import pytest
+
+import envs
+from envs.web import TASKS, TWIN_TASKS
+from envs.web.browser import html_dir
+from envs.web.env import AGENT
+from envs.web.teachers import EXPERTS, ScriptedTeacher
+from envs.web.traces import play
+from envs.web.twin import TASKS as TWIN_MODELS
+
+
+def test_the_task_list_is_the_packages_and_every_twin_task_has_an_expert():
+    assert sorted(TASKS) == sorted(p.stem for p in html_dir().glob("*.html"))
+    assert list(TWIN_TASKS) == list(TWIN_MODELS)
+    assert set(TWIN_TASKS) <= set(EXPERTS)
+    ids = envs.ids()
+    assert "web/click-test-2-v1" in ids and "websim/login-user-v0" in ids
+    assert len(envs.ids("web")) == len(TASKS) == 130
+
+
+@pytest.mark.parametrize("task", TWIN_TASKS)
+def test_each_twin_task_is_solved_by_its_teacher(task):
+    env = envs.make(f"websim/{task}-v0")
+    rows = [play(env, f"websim/{task}-v0", s, ScriptedTeacher(task)) for s in range(40)]
+    assert all(r[-1]["success"] and r[-1]["reward"] == 1.0 for r in rows)
+    # a teacher that slips fails some episodes: traces hold failures
+    slips = [play(env, f"websim/{task}-v0", s, ScriptedTeacher(task, 0.5, s)) for s in range(40)]
+    if task not in ("click-test", "focus-text"):  # one element: every slip is the action
+        assert not all(r[-1]["success"] for r in slips)
+
+
+def step(env, text):
+    obs, rew, term, trunc, info = env.step({AGENT: text})
+    return obs[AGENT], rew[AGENT], term[AGENT], trunc[AGENT], info[AGENT]
+
+
+def test_a_parse_error_costs_a_factor_and_shows_in_the_next_observation():
+    env = envs.make("websim/click-test-2-v0")
+    env.reset(seed=0)
+    obs, rew, term, trunc, info = step(env, "click the ONE button")
+    assert not term and rew == 0.0 and "cannot parse" in info["error"]
+    assert "Error from the last action: cannot parse" in obs
+    step(env, "clik('1')")
+    obs, rew, term, _, info = step(env, "click('1')")
+    assert term and rew == pytest.approx(0.99**2) and info["parse_errors"] == 2
+
+
+@pytest.mark.parametrize(
+    "action, words",
+    [("click('99')", "no element with bid '99'"), ("fill('1', 'x')", "needs a textbox")],
+)
+def test_an_impossible_action_ends_the_episode_with_minus_one(action, words):
+    env = envs.make("websim/click-test-2-v0")
+    env.reset(seed=0)
+    obs, rew, term, _, info = step(env, action)
+    assert term and rew == -1.0 and words in info["error"] and words in obs
+
+
+def test_a_wrong_answer_scores_zero_and_the_step_limit_truncates():
+    env = envs.make("websim/click-test-2-v0")
+    env.reset(seed=0)
+    _, rew, term, _, info = step(env, "click('2')")  # button TWO
+    assert term and rew == 0.0 and info["raw_reward"] == -1.0 and not info["success"]
+    env = envs.make("websim/click-test-2-v0", max_steps=3)
+    env.reset(seed=0)
+    results = [step(env, "noop()") for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True] and not env.agents
+    with pytest.raises(envs.EnvError, match="max_steps must be an integer >= 1"):
+        envs.make("websim/click-test-2-v0", max_steps=0)
+
+
+def test_a_pickled_twin_resumes_mid_episode():
+    env = envs.make("websim/login-user-v0")
+    obs, _ = env.reset(seed=0, options={"task_seed": 11})
+    teacher = ScriptedTeacher("login-user")
+    first = teacher.act(obs[AGENT], []).action
+    obs1 = step(env, first)[0]
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.render() == obs1
+    second = teacher.act(obs1, [first]).action
+    assert step(clone, second)[0] == step(env, second)[0]
