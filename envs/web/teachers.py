@@ -146,6 +146,14 @@ def _nth_textbox(view: View, history: list[str]) -> str | None:
     return _click(boxes[n]) if n < len(boxes) else None
 
 
+def _tabs(view: View, history: list[str]) -> str | None:
+    target = view.find("StaticText", view.quoted()[0])
+    if target is not None and target.bid not in [t.bid for t in view.all("link")]:
+        return _click(target)
+    tabs = [t for t in view.all("link")[1:] if _click(t) not in history]
+    return _click(tabs[0]) if tabs else None
+
+
 EXPERTS: dict[str, Policy] = {
     "click-test": lambda v, h: _click(v.find("button")),
     "click-test-2": lambda v, h: _click(v.find("button", "ONE")),
@@ -161,6 +169,8 @@ EXPERTS: dict[str, Policy] = {
     "focus-text": lambda v, h: _click(v.find("textbox")),
     "focus-text-2": _nth_textbox,
     "choose-list": _choose_list,
+    "click-tab-2": _tabs,
+    "click-dialog": lambda v, h: _click(v.find("button", "Close")),
 }
 """Task -> its scripted expert; the same for ``web/`` and ``websim/`` ids."""
 

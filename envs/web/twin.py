@@ -534,6 +534,65 @@ class ChooseList(TwinTask):
         return el("div", select, btn, id="area")
 
 
+class ClickTab2(TwinTask):
+    """jQuery UI tabs: three panels of words, some words links; the goal's may be hidden."""
+
+    def generate(self, rng):
+        made = False
+        while not made:
+            links = [el("a", f"Tab #{i + 1}", href=f"#tabs-{i + 1}") for i in range(3)]
+            panels = []
+            for i in range(3):
+                words = re.split(r"\s", generate_words(rng, 20))
+                for j, w in enumerate(words):
+                    if rng.random() < 0.2:
+                        words[j] = f'<span class="alink">{w}</span>'
+                        made = True
+                panels.append(el("div", el("p").html(" ".join(words)), id=f"tabs-{i + 1}"))
+        for i, (link, panel) in enumerate(zip(links, panels, strict=True)):
+            panel.hidden = i > 0
+            link.on["click"] = lambda n, i=i: self._show(panels, i)
+        spans = [n for p in panels for n in p.walk() if n.attrs.get("class") == "alink"]
+        correct = spans[rng.randi(0, len(spans))].text()
+        for span in spans:
+            span.on["click"] = (
+                (lambda n: self.end(1.0)) if span.text() == correct else (lambda n: self.end(-1.0))
+            )
+        self.set_query(f'Switch between the tabs to find and click on the link "{correct}".')
+        return el("div", el("ul", *(el("li", a) for a in links)), *panels, id="area")
+
+    @staticmethod
+    def _show(panels: list[Node], index: int) -> None:
+        for i, panel in enumerate(panels):
+            panel.hidden = i != index
+
+
+class ClickDialog(TwinTask):
+    """A jQuery UI dialog (appended to the body, outside #area) closed by its "x"."""
+
+    def generate(self, rng):
+        words = generate_words(rng, 4, 8)
+        for lo, hi in ((-10, 20), (5, 25), (90, 120), (70, 100)):  # margins and size
+            rng.randi(lo, hi)
+        self.query = 'Close the dialog box by clicking the "x".'
+        close = el("button", el("span"), el("span", " "), "Close", type="button")
+        self.dialog = el(
+            "div", el("div", el("span", "\xa0"), close), el("div", el("p", words), id="dialog")
+        )
+
+        def closed(n):
+            self.dialog.hidden = True
+            self.end(1.0)
+
+        close.on["click"] = closed
+        return el("div", id="area")
+
+    def reset(self, seed):
+        page = super().reset(seed)
+        self.body.append(self.dialog)
+        return page
+
+
 def _name(cls: type[TwinTask]) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z0-9])", "-", cls.__name__).lower()
 
@@ -555,6 +614,8 @@ TASKS: dict[str, type[TwinTask]] = {
         FocusText,
         FocusText2,
         ChooseList,
+        ClickTab2,
+        ClickDialog,
     )
 }
 """Task name -> its twin; ``websim/<name>-v0`` for each."""
