@@ -82,6 +82,8 @@ def main() -> None:
     p.add_argument("--only", default="", help="substring of the ids to measure")
     args = p.parse_args()
     for env_id in envs.ids():
+        if env_id.startswith(("web/", "websim/")):  # text envs: bench/web_throughput.py
+            continue
         if args.only in env_id:
             print(json.dumps(bench_id(env_id, args.seconds, args.batch)), flush=True)
 

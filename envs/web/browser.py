@@ -51,6 +51,10 @@ function dump(el) {
   el.setAttribute('data-arena', next++);
   var st = window.getComputedStyle(el);
   if (st.display === 'none' || st.visibility === 'hidden') { d.hidden = true; return d; }
+  // Icons drawn by CSS (content: url(...)) or <img>: named by alt text, else by class.
+  if (tag === 'IMG' || (st.content && st.content.indexOf('url(') === 0)) {
+    d.attrs.image = el.getAttribute('alt') || el.className || '';
+  }
   ['type', 'placeholder'].forEach(function (a) {
     if (el.hasAttribute(a)) d.attrs[a] = el.getAttribute(a);
   });
@@ -70,6 +74,29 @@ var focused = document.activeElement && document.activeElement.getAttribute('dat
 return {title: document.title, utterance: core.getUtterance(), body: body,
         focused: focused === null || focused === undefined ? -1 : Number(focused),
         done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: String(WOB_REWARD_REASON)};
+"""
+
+
+PRELOAD_JS = r"""
+// Loads every image the page's own style rules name (icons and their :hover variants), so a
+// pointer moving onto an icon never meets an image not loaded yet (zero size for a moment:
+// the click would land on what lies under it).
+var done = arguments[arguments.length - 1], urls = [];
+for (var i = 0; i < document.styleSheets.length; i++) {
+  var rules;
+  try { rules = document.styleSheets[i].cssRules; } catch (e) { continue; }
+  for (var j = 0; j < rules.length; j++) {
+    var m, re = /url\(["']?([^"')]+)["']?\)/g, text = rules[j].cssText;
+    while ((m = re.exec(text)) !== null) urls.push(new URL(m[1], rules[j].parentStyleSheet.href || document.baseURI).href);
+  }
+}
+var left = urls.length;
+if (!left) done(0);
+urls.forEach(function (u) {
+  var img = new Image();
+  img.onload = img.onerror = function () { if (--left === 0) done(urls.length); };
+  img.src = u;
+});
 """
 
 
@@ -137,6 +164,7 @@ class Browser:
                 self.driver.get(self.url)
                 if not self.driver.execute_script("return typeof core !== 'undefined'"):
                     raise BrowserError(f"{self.url} has no MiniWoB++ core")
+                self.driver.execute_async_script(PRELOAD_JS)
         except BrowserError:
             self.close()
             raise

@@ -61,7 +61,7 @@ def traces(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from envs.registry import EnvError
-    from envs.web.teachers import EXPERTS
+    from envs.web.teachers import experts
     from envs.web.traces import TeacherSpec, task_of, write_traces
 
     if args.episodes < 1:
@@ -70,11 +70,12 @@ def traces(args) -> int:
         raise EnvError(f"--error-rate must be in [0, 1], got {args.error_rate}")
     env_ids = _env_ids(args.tasks, args.backend)
     if args.teacher == "scripted":
-        missing = [e for e in env_ids if task_of(e) not in EXPERTS]
+        known = experts()
+        missing = [e for e in env_ids if task_of(e) not in known]
         if missing:
             raise EnvError(
                 f"no scripted expert for {', '.join(missing)}; "
-                f"experts exist for {', '.join(EXPERTS)}"
+                f"experts exist for {', '.join(known)}"
             )
     elif not (args.url and args.model):
         raise EnvError("--teacher openai needs --url and --model")

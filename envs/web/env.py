@@ -36,6 +36,9 @@ class TextSpace(gym.spaces.Text):
     def contains(self, x) -> bool:
         return isinstance(x, str) and len(x) <= self.max_length
 
+    def __repr__(self) -> str:
+        return f"Text(<={self.max_length} chars)"
+
 
 def check_task_args(max_steps: int) -> None:
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:

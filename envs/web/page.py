@@ -211,6 +211,9 @@ class Rendered:
     def _walk(self, node: Node, depth: int) -> None:
         if node.hidden or node.tag in SKIPPED_TAGS:
             return
+        if "image" in node.attrs:  # an icon: no text, but an agent clicks it
+            self._emit(node, depth, f"image {_quote(norm(node.attrs['image']))}", [])
+            return
         kind = role(node)
         props = ["disabled"] if node.disabled else []
         if node is self._focused and kind in ("textbox", "combobox", "checkbox", "radio"):

@@ -41,29 +41,28 @@ class EpisodePool:
             ray.init(
                 address="local", num_cpus=max(size, 1), include_dashboard=False, log_to_driver=False
             )
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if size > cpus:
+            raise ValueError(f"a pool of {size} actors needs {size} CPUs; Ray has {cpus:g}")
         self.workers = [EpisodeWorker.remote() for _ in range(size)]
 
     def play(self, jobs: list[tuple[str, int]], teacher) -> Iterator[list[dict]]:
         """Episodes of ``jobs`` in the order they finish."""
         queue, running = list(jobs), {}
         free = list(self.workers)
-        try:
-            while queue or running:
-                while queue and free:
-                    worker, job = free.pop(), queue.pop(0)
-                    running[worker.play.remote(*job, teacher)] = (worker, job)
-                ready, _ = ray.wait(list(running), num_returns=1)
-                worker, job = running.pop(ready[0])
-                try:
-                    rows = ray.get(ready[0])
-                except ray.exceptions.RayActorError:
-                    queue.append(job)  # the actor restarts; play the episode again
-                    free.append(worker)
-                    continue
-                free.append(worker)
-                yield rows
-        finally:
-            self.close()
+        while queue or running:
+            while queue and free:
+                worker, job = free.pop(), queue.pop(0)
+                running[worker.play.remote(*job, teacher)] = (worker, job)
+            ready, _ = ray.wait(list(running), num_returns=1)
+            worker, job = running.pop(ready[0])
+            free.append(worker)
+            try:
+                rows = ray.get(ready[0])
+            except ray.exceptions.RayActorError:
+                queue.append(job)  # the actor restarts; play the episode again
+                continue
+            yield rows
 
     def close(self) -> None:
         for w in self.workers:

@@ -70,7 +70,19 @@ class JSRandom:
         return r
 
     def random(self) -> float:
-        n, d, x = float(self._bytes(6)), _START_DENOM, 0
+        # The first 7 keystream bytes inlined: the twin's pages draw thousands of numbers.
+        s, i, j = self._s, self._i, self._j
+        n = 0
+        for _ in range(7):
+            i = (i + 1) & 255
+            t = s[i]
+            j = (j + t) & 255
+            s[i] = s[j]
+            s[j] = t
+            n = n * 256 + s[(s[i] + t) & 255]
+        self._i, self._j = i, j
+        # the first 6 bytes scaled by 256, the 7th as the carry; rarely more bytes follow
+        n, d, x = float(n >> 8) * _WIDTH, _START_DENOM * _WIDTH, n & 255
         while n < _SIGNIFICANCE:
             n = (n + x) * _WIDTH
             d *= _WIDTH

@@ -172,7 +172,14 @@ EXPERTS: dict[str, Policy] = {
     "click-tab-2": _tabs,
     "click-dialog": lambda v, h: _click(v.find("button", "Close")),
 }
-"""Task -> its scripted expert; the same for ``web/`` and ``websim/`` ids."""
+"""Task -> its scripted expert for the small pages; :func:`experts` adds the larger ones."""
+
+
+def experts() -> dict[str, Policy]:
+    """Every scripted expert (the same for ``web/`` and ``websim/`` ids)."""
+    from envs.web import extra  # its modules import this one
+
+    return {**EXPERTS, **{m.TASK: m.EXPERT for m in extra.modules()}}
 
 
 @dataclass
@@ -187,10 +194,12 @@ class ScriptedTeacher:
     name = "scripted"
 
     def __init__(self, task: str, error_rate: float = 0.0, seed: int = 0):
-        if task not in EXPERTS:
+        known = experts()
+        if task not in known:
             raise ValueError(
-                f"no scripted expert for {task!r}; experts exist for {', '.join(EXPERTS)}"
+                f"no scripted expert for {task!r}; experts exist for {', '.join(known)}"
             )
+        self.policy = known[task]
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
         self.task, self.error_rate = task, error_rate
@@ -202,7 +211,7 @@ class ScriptedTeacher:
             slip = view.elements[int(self.rng.integers(len(view.elements)))]
             return Step(f"click('{slip.bid}')", {"flops": 0})
         try:
-            action = EXPERTS[self.task](view, history)
+            action = self.policy(view, history)
         except (IndexError, ValueError):  # the goal is not one the expert knows
             action = None
         return Step(action or "noop()", {"flops": 0})

@@ -129,8 +129,10 @@ def write_traces(
     if workers > 0:
         from envs.web.pool import EpisodePool
 
-        results = EpisodePool(workers).play(todo, teacher)
+        pool = EpisodePool(workers)
+        results = pool.play(todo, teacher)
     else:
+        pool = None
         built: dict[str, object] = {}
 
         def local():
@@ -141,9 +143,13 @@ def write_traces(
                 env.close()
 
         results = local()
-    for n, rows in enumerate(results, 1):
-        append_episode(path, rows)
-        wins += rows[-1]["success"]
-        if progress:
-            progress(n, len(todo), wins / n)
+    try:
+        for n, rows in enumerate(results, 1):
+            append_episode(path, rows)
+            wins += rows[-1]["success"]
+            if progress:
+                progress(n, len(todo), wins / n)
+    finally:
+        if pool is not None:
+            pool.close()
     return {"written": len(todo), "skipped": len(have), "successes": wins, "path": str(path)}

@@ -213,8 +213,9 @@ class TwinTask:
         elif name in ("fill", "clear"):
             self.set_focus(target)
             target.value = args[1] if name == "fill" else ""
-            self.fire(target, "input")
-            self.fire(target, "keyup", "")
+            if target.value:  # WebDriver's clear types nothing: no key events
+                self.fire(target, "input")
+                self.fire(target, "keyup", "")
         elif name == "select_option":
             options = [n for n in target.walk() if n.tag == "option"]
             chosen = next((o for o in options if norm(o.text()) == args[1]), None)
@@ -620,5 +621,13 @@ TASKS: dict[str, type[TwinTask]] = {
 }
 """Task name -> its twin; ``websim/<name>-v0`` for each."""
 
+
+def _extra_tasks() -> dict[str, type[TwinTask]]:
+    from envs.web import extra  # its modules build on this one
+
+    return {m.TASK: m.MODEL for m in extra.modules()}
+
+
+TASKS.update(_extra_tasks())
 for _task, _cls in TASKS.items():
     _cls.name = _task

@@ -44,7 +44,9 @@ class SocialMedia(TwinTask):
         for _ in range(count):
             normal = rng.sample(ui_list("FIFTY_NAMES"))
             lorem = rng.sample(ui_list("lorem_words")).replace(",", "", 1)
-            name = rng.sample([rng.sample(ui_list("PEOPLE_NAMES")), rng.sample(ui_list("LAST_NAMES"))])
+            name = rng.sample(
+                [rng.sample(ui_list("PEOPLE_NAMES")), rng.sample(ui_list("LAST_NAMES"))]
+            )
             username = "@" + rng.sample([normal, lorem]).lower()
             time = f"{rng.randi(1, 20)}h ago"
             body = generate_words(rng, rng.randi(2, 6))
@@ -61,11 +63,16 @@ class SocialMedia(TwinTask):
         menu = el("ul", *items, class_="hide")
         menu.hidden = True
         self.menus.append(menu)
-        more = el("span", class_="more")
+        # The icons are CSS images (``content: url(...)``); the browser's dump names each by
+        # its class (``image``), and so does the twin.
+        more = el("span", class_="more", image="more")
         more.on["click"] = lambda n: self._toggle(menu)
         controls = el(
             "div",
-            *(self._clickable(el("span", class_=c), user) for c in ("reply", "retweet", "like")),
+            *(
+                self._clickable(el("span", class_=c, image=c), user)
+                for c in ("reply", "retweet", "like")
+            ),
             el("span", more, menu),
             class_="controls",
         )
@@ -99,10 +106,12 @@ class SocialMedia(TwinTask):
 MODEL = SocialMedia
 
 _GOAL = re.compile(r'For the user (\S+), click on the "(.*)" button\.')
+_CLASS = {name: cls for cls, name in ACTIONS.items()}
+"""The name the goal gives an action -> the class of its element."""
 
 
 def _post_of(view: View, user: str) -> list[Element]:
-    """The elements of the first post by ``user``: from its name to the next post's name."""
+    """The elements of the first post by ``user`` after its username, up to the next post."""
     names = [i for i, e in enumerate(view.elements) if e.name.startswith("@")]
     for k, i in enumerate(names):
         if view.elements[i].name == user:
@@ -111,14 +120,21 @@ def _post_of(view: View, user: str) -> list[Element]:
     return []
 
 
-def EXPERT(view: View, history: list[str]) -> str | None:  # noqa: N802
+def EXPERT(view: View, history: list[str]) -> str | None:
+    """Clicks the user's icon (reply, retweet, like) or "more" menu item, first opening that
+    post's menu (its "more" icon) when the item is not shown."""
     m = _GOAL.match(view.goal)
     if m is None:
         return None
     user, action = m.groups()
+    cls = _CLASS.get(action)
     post = _post_of(view, user)
-    wanted = f"{action} {user}" if action in ("Mute", "Block") else action
-    target = next((e for e in post if e.name in (wanted, action.lower())), None)
-    if target is None and action in MENU.values():
-        target = next((e for e in post if e.name == "more"), None)
+    if cls not in MENU:  # an icon, named by its class
+        target = next((e for e in post if e.role == "image" and e.name == cls), None)
+    else:
+        # the mute and block items name the user
+        item = f"{action} {user}" if cls in ("menu-user", "block-user") else action
+        target = next((e for e in post if e.role == "StaticText" and e.name == item), None)
+        if target is None:
+            target = next((e for e in post if e.role == "image" and e.name == "more"), None)
     return None if target is None else f"click('{target.bid}')"

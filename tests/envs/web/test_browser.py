@@ -18,16 +18,24 @@ from envs.web.traces import play
 pytestmark = pytest.mark.skipif(bool(chrome_missing()), reason=str(chrome_missing()))
 
 
+# Browsers started from this process carry this tag in their environment, so the count
+# ignores Chromium that other programs on the machine run.
+TAG = f"ARENA_BROWSER_TAG=pytest-{os.getpid()}".encode()
+os.environ["ARENA_BROWSER_TAG"] = TAG.decode().split("=", 1)[1]
+
+
 def browser_processes() -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 cmd = (entry / "cmdline").read_bytes()
+                if not cmd.startswith((b"/usr/bin/chromedriver", b"/usr/lib/chromium/")):
+                    continue
+                if TAG in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
             except OSError:
                 continue
-            if cmd.startswith((b"/usr/bin/chromedriver", b"/usr/lib/chromium/")):
-                pids.append(int(entry.name))
     return pids
 
 

@@ -8,7 +8,7 @@ import envs
 from envs.web import TASKS, TWIN_TASKS
 from envs.web.browser import html_dir
 from envs.web.env import AGENT
-from envs.web.teachers import EXPERTS, ScriptedTeacher
+from envs.web.teachers import ScriptedTeacher, experts
 from envs.web.traces import play
 from envs.web.twin import TASKS as TWIN_MODELS
 
@@ -16,7 +16,7 @@ from envs.web.twin import TASKS as TWIN_MODELS
 def test_the_task_list_is_the_packages_and_every_twin_task_has_an_expert():
     assert sorted(TASKS) == sorted(p.stem for p in html_dir().glob("*.html"))
     assert list(TWIN_TASKS) == list(TWIN_MODELS)
-    assert set(TWIN_TASKS) <= set(EXPERTS)
+    assert set(TWIN_TASKS) <= set(experts())
     ids = envs.ids()
     assert "web/click-test-2-v1" in ids and "websim/login-user-v0" in ids
     assert len(envs.ids("web")) == len(TASKS) == 130
