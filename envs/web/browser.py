@@ -100,6 +100,14 @@ urls.forEach(function (u) {
 """
 
 
+SETTLE_JS = """
+// Lets the timers an action queued with no delay run before the page is read (a widget that
+// answers typing in a zero-delay timeout would otherwise show up one step late, or not).
+var done = arguments[arguments.length - 1];
+setTimeout(function () { setTimeout(done, 0); }, 0);
+"""
+
+
 class BrowserError(RuntimeError):
     """The browser crashed, hung past the watchdog, or cannot start."""
 
@@ -314,6 +322,7 @@ class Browser:
                     self.driver.execute_script(
                         "window.scrollBy(arguments[0], arguments[1]);", *args
                     )
+                self.driver.execute_async_script(SETTLE_JS)
         except BrowserError:
             raise
         except WebDriverException as e:

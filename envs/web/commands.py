@@ -74,8 +74,7 @@ def traces(args) -> int:
         missing = [e for e in env_ids if task_of(e) not in known]
         if missing:
             raise EnvError(
-                f"no scripted expert for {', '.join(missing)}; "
-                f"experts exist for {', '.join(known)}"
+                f"no scripted expert for {', '.join(missing)}; experts exist for {', '.join(known)}"
             )
     elif not (args.url and args.model):
         raise EnvError("--teacher openai needs --url and --model")

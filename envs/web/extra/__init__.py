@@ -3,7 +3,7 @@
 
 import importlib
 
-MODULES = ("email_inbox", "social_media", "search_engine")
+MODULES = ("email_inbox", "social_media", "search_engine", "book_flight")
 
 
 def modules() -> list:
