@@ -49,7 +49,7 @@ TWIN_TASKS = (
     "login-user", "focus-text", "focus-text-2", "choose-list", "click-tab-2", "click-dialog",
     "email-inbox", "social-media", "search-engine", "book-flight-nodelay",
 )  # fmt: skip
-"""Tasks the twin models (``envs.web.twin.TASKS``; a test checks they agree)."""
+"""Tasks the twin models (``envs.web.twin.task_models()``; a test checks they agree)."""
 
 
 def _validate(cfg: dict) -> None:

@@ -60,11 +60,12 @@ class WebEnv(ParallelEnv):
     ):
         check_task_args(max_steps)
         if backend == "twin":
-            from envs.web.twin import TASKS
+            from envs.web.twin import task_models
 
-            if task not in TASKS:
-                raise ValueError(f"the twin has no task {task!r}; it has {', '.join(TASKS)}")
-            self.page_backend = TASKS[task]()
+            models = task_models()
+            if task not in models:
+                raise ValueError(f"the twin has no task {task!r}; it has {', '.join(models)}")
+            self.page_backend = models[task]()
         elif backend == "browser":
             from envs.web.browser import Browser
 

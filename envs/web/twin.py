@@ -619,15 +619,17 @@ TASKS: dict[str, type[TwinTask]] = {
         ClickDialog,
     )
 }
-"""Task name -> its twin; ``websim/<name>-v0`` for each."""
+"""The small pages' twins; :func:`task_models` adds the larger ones."""
 
-
-def _extra_tasks() -> dict[str, type[TwinTask]]:
-    from envs.web import extra  # its modules build on this one
-
-    return {m.TASK: m.MODEL for m in extra.modules()}
-
-
-TASKS.update(_extra_tasks())
 for _task, _cls in TASKS.items():
     _cls.name = _task
+
+
+def task_models() -> dict[str, type[TwinTask]]:
+    """Every twin task: the small pages above and each :mod:`envs.web.extra` module's."""
+    from envs.web import extra  # its modules build on this one
+
+    models = {**TASKS, **{m.TASK: m.MODEL for m in extra.modules()}}
+    for name, cls in models.items():
+        cls.name = name
+    return models

@@ -10,12 +10,12 @@ from envs.web.browser import html_dir
 from envs.web.env import AGENT
 from envs.web.teachers import ScriptedTeacher, experts
 from envs.web.traces import play
-from envs.web.twin import TASKS as TWIN_MODELS
+from envs.web.twin import task_models
 
 
 def test_the_task_list_is_the_packages_and_every_twin_task_has_an_expert():
     assert sorted(TASKS) == sorted(p.stem for p in html_dir().glob("*.html"))
-    assert list(TWIN_TASKS) == list(TWIN_MODELS)
+    assert list(TWIN_TASKS) == list(task_models())
     assert set(TWIN_TASKS) <= set(experts())
     ids = envs.ids()
     assert "web/click-test-2-v1" in ids and "websim/login-user-v0" in ids
