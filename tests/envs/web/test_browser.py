@@ -129,3 +129,25 @@ def test_no_browser_outlives_a_killed_owner(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert wait_until_gone() == []
+
+
+def test_a_pool_of_actors_plays_real_pages_and_a_killed_actor_takes_its_browsers(ray_session):
+    from envs.web.pool import EpisodePool
+    from envs.web.traces import TeacherSpec
+
+    ray = ray_session
+    pool = EpisodePool(2)
+    try:
+        jobs = [(f"web/{t}-v1", s) for t in ("click-test-2", "enter-text") for s in range(4)]
+        episodes = list(pool.play(jobs, TeacherSpec()))
+        assert sorted((e[0]["env"], e[0]["seed"]) for e in episodes) == sorted(jobs)
+        assert all(e[-1]["success"] for e in episodes)
+        drivers = ray.get(pool.workers[0].browser_pids.remote())
+        assert drivers and set(drivers) <= set(browser_processes())
+        ray.kill(pool.workers[0], no_restart=True)
+        deadline = time.monotonic() + 15
+        while set(drivers) & set(browser_processes()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not set(drivers) & set(browser_processes())
+    finally:
+        pool.close()
