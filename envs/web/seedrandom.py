@@ -1,4 +1,4 @@
-"""``Math.random`` as MiniWoB++ pages seed it: David Bau's seedrandom (ARC4 keystream).
+"""``Math.random`` as MiniWoB++ pages seed it: David Bau's seedrandom (an RC4 keystream).
 
 MiniWoB++'s ``core.js`` bundles seedrandom 2.4 and the Python side seeds each episode with
 ``Math.seedrandom(seed)``. The twin draws from this same stream, so a twin page generated for a
@@ -43,45 +43,32 @@ class JSRandom:
     """A seeded stream equal to the page's ``Math.random()`` after ``Math.seedrandom(seed)``.
 
     ``seed`` is what the page receives: an int ``s`` is the JavaScript number ``s`` (flattened
-    to ``"s\\0"`` by seedrandom), a str is used as is.
+    to ``"s\\0"`` by seedrandom), a str is used as is. The keystream is standard RC4 with the
+    first 256 bytes dropped (seedrandom's key schedule is RC4's), made in C by pycryptodome:
+    the twin's pages draw thousands of numbers per episode.
     """
 
+    CHUNK = 4096
+
     def __init__(self, seed: int | str):
+        from Crypto.Cipher import ARC4
+
         text = seed if isinstance(seed, str) else f"{int(seed)}\0"
-        key = _mix_key(text) or [0]
-        s = list(range(_WIDTH))
-        j = 0
-        for i in range(_WIDTH):
-            t = s[i]
-            j = _MASK & (j + key[i % len(key)] + t)
-            s[i], s[j] = s[j], t
-        self._s, self._i, self._j = s, 0, 0
-        self._bytes(_WIDTH)  # RC4-drop[256]
+        self._rc4 = ARC4.new(bytes(_mix_key(text) or [0]), drop=_WIDTH)
+        self._buf, self._pos = b"", 0
 
     def _bytes(self, count: int) -> int:
-        s, i, j, r = self._s, self._i, self._j, 0
-        for _ in range(count):
-            i = _MASK & (i + 1)
-            t = s[i]
-            j = _MASK & (j + t)
-            s[i], s[j] = s[j], t
-            r = r * _WIDTH + s[_MASK & (s[i] + s[j])]
-        self._i, self._j = i, j
-        return r
+        if self._pos + count > len(self._buf):
+            self._buf = self._buf[self._pos :] + self._rc4.encrypt(bytes(self.CHUNK))
+            self._pos = 0
+        pos = self._pos
+        self._pos = pos + count
+        return int.from_bytes(self._buf[pos : pos + count], "big")
 
     def random(self) -> float:
-        # The first 7 keystream bytes inlined: the twin's pages draw thousands of numbers.
-        s, i, j = self._s, self._i, self._j
-        n = 0
-        for _ in range(7):
-            i = (i + 1) & 255
-            t = s[i]
-            j = (j + t) & 255
-            s[i] = s[j]
-            s[j] = t
-            n = n * 256 + s[(s[i] + t) & 255]
-        self._i, self._j = i, j
-        # the first 6 bytes scaled by 256, the 7th as the carry; rarely more bytes follow
+        # seedrandom's double: 6 bytes scaled by 256 and the 7th as the carry, more bytes
+        # while under 52 bits of significance, halved back under 53 bits.
+        n = self._bytes(7)
         n, d, x = float(n >> 8) * _WIDTH, _START_DENOM * _WIDTH, n & 255
         while n < _SIGNIFICANCE:
             n = (n + x) * _WIDTH
