@@ -69,10 +69,12 @@ class Node:
         return "".join(k if isinstance(k, str) else k.text() for k in self.kids if _shown(k))
 
     def walk(self):
-        yield self
-        for k in self.kids:
-            if isinstance(k, Node):
-                yield from k.walk()
+        """This node and every element below it, in document order."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(k for k in reversed(node.kids) if isinstance(k, Node))
 
     def find(self, **attrs) -> Node | None:
         for n in self.walk():

@@ -128,16 +128,20 @@ class TwinTask:
         return self.done, self.raw, self.reason
 
     def _path(self, node: Node) -> list[Node]:
-        """``node`` and its ancestors, innermost first."""
-        parents: dict[int, Node] = {}
-        for n in self.body.walk():
+        """``node`` and its ancestors, innermost first (a search that stops at ``node``)."""
+
+        def find(n: Node) -> list[Node] | None:
+            if n is node:
+                return [n]
             for k in n.kids:
                 if isinstance(k, Node):
-                    parents[id(k)] = n
-        path = [node]
-        while id(path[-1]) in parents:
-            path.append(parents[id(path[-1])])
-        return path
+                    path = find(k)
+                    if path is not None:
+                        path.append(n)
+                        return path
+            return None
+
+        return find(self.body) or [node]
 
     def fire(self, node: Node, event: str, *args) -> None:
         """Dispatches ``event`` on ``node``; it bubbles up to the body."""
