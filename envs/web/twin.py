@@ -398,27 +398,31 @@ class _Form(TwinTask):
         btn.on["click"] = lambda n: self.end(1.0 if check() else -1.0)
         return btn
 
+    @staticmethod
+    def margins(rng: JSRandom) -> None:
+        for _ in range(3):  # the form's and the button's margins
+            rng.randi(0, 20)
+
+    def one_field(self, expected: str) -> Node:
+        """``#area`` with the page's text field and Submit, won by typing ``expected``."""
+        box = el("input", type="text", id="tt")
+        submit = self.submit_button("Submit", lambda: box.value == expected)
+        return el("div", el("div", box, submit, id="form"), id="area")
+
 
 class EnterText(_Form):
     def generate(self, rng):
-        for _ in range(3):  # the form's and the button's margins
-            rng.randi(0, 20)
+        self.margins(rng)
         q = rng.sample(ui_list("FIFTY_NAMES"))
         self.set_query(
             f'Enter "<span class="bold">{q}</span>" into the text field and press Submit.'
         )
-        box = el("input", type="text", id="tt")
-        return el(
-            "div",
-            el("div", box, self.submit_button("Submit", lambda: box.value == q), id="form"),
-            id="area",
-        )
+        return self.one_field(q)
 
 
 class EnterText2(_Form):
     def generate(self, rng):
-        for _ in range(3):
-            rng.randi(0, 20)
+        self.margins(rng)
         q = rng.sample(ui_list("FIFTY_NAMES"))
         if int(rng.random() * 2) == 1:
             expected, q, how = q.upper(), q.lower(), "all upper case letters"
@@ -427,12 +431,7 @@ class EnterText2(_Form):
         self.set_query(
             f'Type "<span class="bold">{q}</span>" in {how} in the text input and press Submit.'
         )
-        box = el("input", type="text", id="tt")
-        return el(
-            "div",
-            el("div", box, self.submit_button("Submit", lambda: box.value == expected), id="form"),
-            id="area",
-        )
+        return self.one_field(expected)
 
 
 class EnterPassword(_Form):
