@@ -46,6 +46,7 @@ test: setup
 bench: setup
 	$(PY) bench/env_throughput.py
 	$(PY) bench/train_throughput.py
+	$(PY) bench/web_throughput.py
 
 # SMAX (JaxMARL) lives in its own venv, for bench/smac_throughput.py only: it is no
 # dependency of the project.
