@@ -403,6 +403,12 @@ class _Form(TwinTask):
         for _ in range(3):  # the form's and the button's margins
             rng.randi(0, 20)
 
+    def labelled_form(self, rows: list[tuple[Node, Node]], button: str, ok) -> Node:
+        """``#area`` with a form of (label, field) paragraphs and its submit button."""
+        paragraphs = [el("p", label, field) for label, field in rows]
+        form = el("div", *paragraphs, self.submit_button(button, ok), id="form")
+        return el("div", form, id="area")
+
     def one_field(self, expected: str) -> Node:
         """``#area`` with the page's text field and Submit, won by typing ``expected``."""
         box = el("input", type="text", id="tt")
@@ -444,17 +450,8 @@ class EnterPassword(_Form):
         first = el("input", type="password", id="password")
         second = el("input", type="password", id="verify")
         ok = lambda: first.value == password and second.value == password  # noqa: E731
-        return el(
-            "div",
-            el(
-                "div",
-                el("p", el("label", "Password"), first),
-                el("p", el("label", "Verify password"), second),
-                self.submit_button("Submit", ok),
-                id="form",
-            ),
-            id="area",
-        )
+        rows = [(el("label", "Password"), first), (el("label", "Verify password"), second)]
+        return self.labelled_form(rows, "Submit", ok)
 
 
 class LoginUser(_Form):
@@ -469,17 +466,11 @@ class LoginUser(_Form):
         name = el("input", type="text", id="username")
         secret = el("input", type="password", id="password")
         ok = lambda: name.value == user and secret.value == password  # noqa: E731
-        return el(
-            "div",
-            el(
-                "div",
-                el("p", el("label", "Username", class_="bold"), name),
-                el("p", el("label", "Password", class_="bold"), secret),
-                self.submit_button("Login", ok),
-                id="form",
-            ),
-            id="area",
-        )
+        rows = [
+            (el("label", "Username", class_="bold"), name),
+            (el("label", "Password", class_="bold"), secret),
+        ]
+        return self.labelled_form(rows, "Login", ok)
 
 
 class FocusText(TwinTask):
