@@ -148,7 +148,6 @@ class Browser:
         self.url = (html_dir() / f"{task}.html").as_uri()
         self.driver = None
         self.pid: int | None = None
-        self.starts = 0
         self.dead = False
         self._handles: dict[int, Node] = {}
 
@@ -180,7 +179,6 @@ class Browser:
             self.pid = getattr(service.process, "pid", None)
             self.close()
             raise BrowserError(f"Chromium did not start for {self.task}: {e}") from e
-        self.starts += 1
         self.dead = False
 
     def close(self) -> None:

@@ -181,11 +181,11 @@ class WebEnv(ParallelEnv):
         return {
             "task": self.task,
             "seed": self.seed,
-            "step": getattr(self, "steps", 0),
+            "step": self.steps,
             "error": error,
             "raw_reward": raw,
             "success": bool(raw > 0) and not error,
-            "parse_errors": getattr(self, "parse_errors", 0),
+            "parse_errors": self.parse_errors,
             "reason": reason,
             "browser_restarted": crashed,
         }

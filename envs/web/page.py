@@ -76,12 +76,6 @@ class Node:
             yield node
             stack.extend(k for k in reversed(node.kids) if isinstance(k, Node))
 
-    def find(self, **attrs) -> Node | None:
-        for n in self.walk():
-            if all(n.attrs.get(k.rstrip("_")) == v for k, v in attrs.items()):
-                return n
-        return None
-
 
 def _shown(k: Node | str) -> bool:
     return isinstance(k, str) or not k.hidden

@@ -5,6 +5,7 @@ Chromium with chromedriver) and its job is retried on a fresh actor."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import ray
@@ -66,9 +67,8 @@ class EpisodePool:
 
     def close(self) -> None:
         for w in self.workers:
-            try:
+            # a dead actor has nothing to close; a stuck one is killed below
+            with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 ray.get(w.close.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 - a dead actor has nothing to close
-                pass
             ray.kill(w)
         self.workers = []

@@ -57,28 +57,8 @@ class JSRandom:
         self._rc4 = ARC4.new(bytes(_mix_key(text) or [0]), drop=_WIDTH)
         self._buf, self._pos = b"", 0
 
-    def _bytes(self, count: int) -> int:
-        if self._pos + count > len(self._buf):
-            self._buf = self._buf[self._pos :] + self._rc4.encrypt(bytes(self.CHUNK))
-            self._pos = 0
-        pos = self._pos
-        self._pos = pos + count
-        return int.from_bytes(self._buf[pos : pos + count], "big")
-
     def random(self) -> float:
-        # seedrandom's double: 6 bytes scaled by 256 and the 7th as the carry, more bytes
-        # while under 52 bits of significance, halved back under 53 bits.
-        n = self._bytes(7)
-        n, d, x = float(n >> 8) * _WIDTH, _START_DENOM * _WIDTH, n & 255
-        while n < _SIGNIFICANCE:
-            n = (n + x) * _WIDTH
-            d *= _WIDTH
-            x = self._bytes(1)
-        while n >= _OVERFLOW:
-            n /= 2
-            d /= 2
-            x >>= 1
-        return (n + x) / d
+        return self.draws(1)[0]
 
     # MiniWoB++'s core.js helpers, in the same draw order.
     def randi(self, lo: int, hi: int) -> int:
@@ -100,7 +80,11 @@ class JSRandom:
         return items
 
     def draws(self, count: int) -> list[float]:
-        """``count`` calls of :meth:`random` in one loop (a page shuffling 5,000 names)."""
+        """``count`` numbers of the stream in one loop (a page shuffles 5,000 names).
+
+        seedrandom's double: 6 bytes scaled by 256 and the 7th as the carry, more bytes while
+        under 52 bits of significance, halved back under 53 bits.
+        """
         if self._pos + 16 * count > len(self._buf):  # >= 14 bytes a draw: p < 2**-48
             self._buf = self._buf[self._pos :] + self._rc4.encrypt(bytes(16 * count + self.CHUNK))
             self._pos = 0
