@@ -18,20 +18,18 @@ refers to the observation the agent just read.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
 VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "wbr", "col", "area"})
 SKIPPED_TAGS = frozenset({"script", "style", "link", "meta", "canvas", "svg", "noscript"})
-_SPACE = re.compile(r"\s+")
 _TEXT_INPUTS = frozenset({"text", "password", "email", "number", "search", "tel", "url", ""})
 
 
 def norm(text: str) -> str:
-    """Whitespace collapsed as a browser lays text out."""
-    return _SPACE.sub(" ", text).strip()
+    """Whitespace collapsed as a browser lays text out (``str.split``'s whitespace is ``\\s``)."""
+    return " ".join(text.split())
 
 
 @dataclass(eq=False)
@@ -149,6 +147,17 @@ class Page:
     focused: Node | None = None
 
 
+_TAG_ROLES = {
+    "button": "button",
+    "a": "link",
+    "textarea": "textbox",
+    "select": "combobox",
+    "option": "option",
+    "label": "LabelText",
+    **{f"h{i}": "heading" for i in range(1, 7)},
+}
+
+
 def role(node: Node) -> str | None:
     """The accessibility role an element renders with; None for layout containers."""
     tag = node.tag
@@ -161,20 +170,7 @@ def role(node: Node) -> str | None:
         if kind == "hidden":
             return "hidden"
         return "textbox" if kind in _TEXT_INPUTS else kind
-    return {
-        "button": "button",
-        "a": "link",
-        "textarea": "textbox",
-        "select": "combobox",
-        "option": "option",
-        "label": "LabelText",
-        "h1": "heading",
-        "h2": "heading",
-        "h3": "heading",
-        "h4": "heading",
-        "h5": "heading",
-        "h6": "heading",
-    }.get(tag)
+    return _TAG_ROLES.get(tag)
 
 
 def _quote(text: str) -> str:

@@ -16,7 +16,7 @@ import functools
 import re
 
 from envs.web.actions import Action
-from envs.web.page import Node, Page, el, norm, parse_html
+from envs.web.page import Node, Page, el, norm, parse_html, render
 from envs.web.seedrandom import JSRandom
 
 FOCUSABLE = frozenset({"input", "textarea", "select", "button", "a"})
@@ -110,8 +110,13 @@ class TwinTask:
         self.__init__()
         if state["seed"] is not None:
             self.reset(state["seed"])
-            for action, where in state["log"]:
-                self.act(action, None if where is None else list(self.body.walk())[where])
+            self.replay(state["log"])
+
+    def replay(self, actions: list[Action]) -> None:
+        """Applies ``actions``, each to the element its bid names on the page then shown."""
+        for action in actions:
+            target = render(self.observe()).bids.get(action.bid) if action.bid else None
+            self.act(action, target)
 
     def reset(self, seed: int) -> Page:
         self.seed, self.log = seed, []
@@ -195,12 +200,7 @@ class TwinTask:
 
     # --- actions ---------------------------------------------------------------------------
     def act(self, action: Action, target: Node | None) -> str | None:
-        where = (
-            None
-            if target is None
-            else next(i for i, n in enumerate(self.body.walk()) if n is target)
-        )
-        self.log.append((action, where))
+        self.log.append(action)
         name, args = action.name, action.args
         if target is not None and target.disabled:
             return f"{name} on element {args[0]!r} failed: the element is disabled"
@@ -510,8 +510,8 @@ class FocusText2(TwinTask):
 
 class ChooseList(TwinTask):
     def generate(self, rng):
-        items = list(ui_list("PEOPLE_NAMES") if rng.randf(0, 1) < 0.5 else ui_list("COUNTRIES"))
-        rng.shuffle(items)
+        items = ui_list("PEOPLE_NAMES") if rng.randf(0, 1) < 0.5 else ui_list("COUNTRIES")
+        items = rng.shuffled_head(items, 9)  # the page shows the first 3 to 9
         n = rng.randi(3, 10)
         select = el("select", id="options")
         for i in range(n):

@@ -291,8 +291,7 @@ class BookFlight(TwinTask):
                 self.draw_picker()
         if state["seed"] is not None:
             self.reset(state["seed"])
-            for action, where in state["log"]:
-                self.act(action, None if where is None else list(self.body.walk())[where])
+            self.replay(state["log"])
 
     # --- the search and the results -------------------------------------------------------
     def run_search(self) -> None:
@@ -447,7 +446,7 @@ class BookFlight(TwinTask):
 
     def act(self, action, target):
         if action.name in ("fill", "clear") and target is self.date:
-            self.log.append((action, list(self.body.walk()).index(target)))
+            self.log.append(action)
             return f"{action.name} on element {action.args[0]!r} failed: invalid element state"
         error = super().act(action, target)
         for s in self.suggest:
