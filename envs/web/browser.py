@@ -51,8 +51,11 @@ function dump(el) {
   el.setAttribute('data-arena', next++);
   var st = window.getComputedStyle(el);
   if (st.display === 'none' || st.visibility === 'hidden') { d.hidden = true; return d; }
-  // Icons drawn by CSS (content: url(...)) or <img>: named by alt text, else by class.
-  if (tag === 'IMG' || (st.content && st.content.indexOf('url(') === 0)) {
+  // Icons drawn by CSS (content: url(...), or a background image on an empty element, such
+  // as a tree's expander) or <img>: named by alt text, else by class.
+  var bare = !el.children.length && !el.textContent.trim();
+  if (tag === 'IMG' || (st.content && st.content.indexOf('url(') === 0) ||
+      (bare && st.backgroundImage.indexOf('url(') === 0)) {
     d.attrs.image = el.getAttribute('alt') || el.className || '';
   }
   ['type', 'placeholder'].forEach(function (a) {
@@ -100,12 +103,38 @@ urls.forEach(function (u) {
 """
 
 
-SETTLE_JS = """
-// Lets the timers an action queued with no delay run before the page is read (a widget that
-// answers typing in a zero-delay timeout would otherwise show up one step late, or not).
-var done = arguments[arguments.length - 1];
-setTimeout(function () { setTimeout(done, 0); }, 0);
+TIMERS_JS = """
+// Keeps a ledger of the page's pending timeouts (id -> when due), for SETTLE_JS.
+if (!window.__arenaTimers) {
+  var pending = window.__arenaTimers = {}, set = window.setTimeout, clear = window.clearTimeout;
+  window.__arenaSetTimeout = set;
+  window.setTimeout = function (fn, delay) {
+    var args = Array.prototype.slice.call(arguments, 2);
+    var id = set.call(window, function () {
+      delete pending[id];
+      return typeof fn === 'function' ? fn.apply(window, args) : (0, eval)(String(fn));
+    }, delay);
+    pending[id] = Date.now() + (Number(delay) || 0);
+    return id;
+  };
+  window.clearTimeout = function (id) { delete pending[id]; return clear.call(window, id); };
+}
 """
+
+SETTLE_JS = """
+// Lets the page run the timeouts due within SETTLE_MS of the action (a widget's typing delay,
+// a fade, a zero-delay refresh) before it is read: the observation is the page once settled,
+// not a snapshot that depends on how fast the agent acted.
+var done = arguments[arguments.length - 1], deadline = Date.now() + arguments[0];
+var pending = window.__arenaTimers || {}, wait = window.__arenaSetTimeout || setTimeout;
+(function check() {
+  var next = Infinity;
+  for (var id in pending) next = Math.min(next, pending[id]);
+  if (next > deadline) wait(function () { done(); }, 0);
+  else wait(check, Math.max(0, next - Date.now()) + 1);
+})();
+"""
+SETTLE_MS = 600
 
 
 class BrowserError(RuntimeError):
@@ -172,6 +201,7 @@ class Browser:
                 if not self.driver.execute_script("return typeof core !== 'undefined'"):
                     raise BrowserError(f"{self.url} has no MiniWoB++ core")
                 self.driver.execute_async_script(PRELOAD_JS)
+                self.driver.execute_script(TIMERS_JS)
         except BrowserError:
             self.close()
             raise
@@ -256,7 +286,12 @@ class Browser:
             f"core.EPISODE_MAX_TIME = {EPISODE_MS}; core.endEpisode(0);"
             f"Math.seedrandom({int(seed)}); core.setDataMode('train'); core.startEpisodeReal();"
         )
+        self._settle()
         return self.observe()
+
+    def _settle(self) -> None:
+        with self._watchdog():
+            self.driver.execute_async_script(SETTLE_JS, SETTLE_MS)
 
     def observe(self) -> Page:
         d = self._script(DUMP_JS)
@@ -320,7 +355,7 @@ class Browser:
                     self.driver.execute_script(
                         "window.scrollBy(arguments[0], arguments[1]);", *args
                     )
-                self.driver.execute_async_script(SETTLE_JS)
+                self.driver.execute_async_script(SETTLE_JS, SETTLE_MS)
         except BrowserError:
             raise
         except WebDriverException as e:

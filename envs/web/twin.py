@@ -171,8 +171,10 @@ class TwinTask:
                 return
         self.set_focus(node if node.tag in FOCUSABLE else None)
         control = None
-        if node.tag == "label":
-            control = next((n for n in node.walk() if n.tag == "input"), None)
+        if node.tag == "label":  # its input, or the element its ``for`` names
+            control = next((n for n in node.walk() if n.tag == "input"), None) or next(
+                (n for n in self.body.walk() if n.attrs.get("id") == node.attrs.get("for")), None
+            )
         if node.tag == "input" and node.type in ("checkbox", "radio"):
             self._toggle(node)
         self.fire(node, "click")

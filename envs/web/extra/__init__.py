@@ -3,7 +3,14 @@
 
 import importlib
 
-MODULES = ("email_inbox", "social_media", "search_engine", "book_flight")
+MODULES = (
+    "email_inbox",
+    "social_media",
+    "search_engine",
+    "book_flight",
+    "use_autocomplete",
+    "navigate_tree",
+)
 
 
 def modules() -> list:

@@ -23,10 +23,9 @@ import math
 import re
 import time
 
+from envs.web.extra.autocomplete import Autocomplete, AutocompletePage, matching
 from envs.web.page import Node, el
-from envs.web.seedrandom import JSRandom
 from envs.web.teachers import View
-from envs.web.twin import TwinTask
 
 TASK = "book-flight-nodelay"
 
@@ -127,53 +126,13 @@ def when(ms: int) -> tuple[str, str]:
     return clock, day
 
 
-class Suggest:
-    """A jQuery UI autocomplete: its field, its menu and its screen-reader live region."""
+class Suggest(Autocomplete):
+    """An airport field's autocomplete; its menu opens below the field and covers what it
+    spans."""
 
     def __init__(self, page: BookFlight, field: Node, key: str):
-        self.page, self.field, self.key = page, field, key
-        self.menu = el("ul")
-        self.menu.hidden = True
-        self.live = el("div")
-        self.term = ""
-
-    def search(self) -> None:
-        term = self.field.value
-        if not term:  # under minLength: the menu closes, nothing is announced
-            self.close()
-            return
-        if term == self.term and not self.menu.hidden:  # the same search: nothing to redo
-            return
-        self.term = term
-        pattern = re.compile(re.escape(term), re.I)
-        found = [a for a in airports() if pattern.search(a)]
-        # Refreshing the menu runs jQuery's ``:not(...)`` selectors, whose nested Sizzle
-        # matchers each draw ``Math.random``: two draws per item, from the page's stream.
-        for _ in range(2 * len(found)):
-            self.page.rng.random()
-        self.menu.kids = [el("li", self._item(a)) for a in found]
-        self.menu.hidden = not found
-        if found:
-            many = " results are" if len(found) > 1 else " result is"
-            self.announce(f"{len(found)}{many} available, use up and down arrow keys to navigate.")
-        else:
-            self.announce("No search results.")
-
-    def _item(self, label: str) -> Node:
-        item = el("div", label)
-        item.on["click"] = lambda n: self.pick(label)
-        return item
-
-    def announce(self, message: str) -> None:
-        self.live.kids = [el("div", message)]
-
-    def pick(self, label: str) -> None:
-        self.page.set_focus(self.field)
-        self.field.value = self.term = label
-        self.close()
-
-    def close(self) -> None:
-        self.menu.hidden = True
+        super().__init__(page, field, matching(airports()))
+        self.key = key
 
     def covers(self, what: str) -> bool:
         if self.menu.hidden:
@@ -183,7 +142,7 @@ class Suggest:
         return MENU_TOP[self.key] < CENTRE_Y[what] < bottom
 
 
-class BookFlight(TwinTask):
+class BookFlight(AutocompletePage):
     name = TASK
 
     def __init__(self):
@@ -248,50 +207,18 @@ class BookFlight(TwinTask):
         self.flights = generate_flights(rng, origin, user_dest, self.user_date)
         return self.area
 
-    def reset(self, seed: int):
-        self.carried = self._carry()
-        self.seed, self.log = seed, []
-        self.done, self.raw, self.reason = False, 0.0, None
-        self.generate(JSRandom(seed))
-        if self.focused is not None and not any(n is self.focused for n in self.body.walk()):
-            self.focused = None  # a removed element loses focus
-        return self.observe()
-
-    # A page pickles as the state it started the episode in, its seed and its actions.
-    def _named(self) -> dict[str, Node]:
+    # What carries over between episodes besides the menus and focus: the open datepicker.
+    def named(self) -> dict[str, Node]:
         return {"from": self.origin, "to": self.dest, "date": self.date, "search": self.search}
 
     def _carry(self) -> dict:
-        return {
-            "focus": next((k for k, n in self._named().items() if n is self.focused), None),
-            "menus": [
-                (s.menu.hidden, [k.kids[0].text() for k in s.menu.kids], s.live.text(), s.term)
-                for s in self.suggest
-            ],
-            "picker": (self.picker.hidden, self.month),
-        }
+        return {**super()._carry(), "picker": (self.picker.hidden, self.month)}
 
-    def __getstate__(self):
-        return {**super().__getstate__(), "carried": getattr(self, "carried", None)}
-
-    def __setstate__(self, state):
-        self.__init__()
-        carried = state.get("carried")
-        if carried:
-            self.focused = self._named().get(carried["focus"])
-            for s, (hidden, labels, message, term) in zip(
-                self.suggest, carried["menus"], strict=True
-            ):
-                s.menu.kids = [el("li", s._item(a)) for a in labels]
-                s.menu.hidden, s.term = hidden, term
-                if message:
-                    s.announce(message)
-            hidden, self.month = carried["picker"]
-            if not hidden:
-                self.draw_picker()
-        if state["seed"] is not None:
-            self.reset(state["seed"])
-            self.replay(state["log"])
+    def _restore(self, carried: dict) -> None:
+        super()._restore(carried)
+        hidden, self.month = carried["picker"]
+        if not hidden:
+            self.draw_picker()
 
     # --- the search and the results -------------------------------------------------------
     def run_search(self) -> None:
@@ -412,47 +339,24 @@ class BookFlight(TwinTask):
         return not self.picker.hidden and top < CENTRE_Y[what] < bottom
 
     # --- browser behaviour -----------------------------------------------------------------
-    def set_focus(self, node):
-        for s in self.suggest:  # an autocomplete closes its menu on blur
-            if self.focused is s.field and node is not s.field:
-                s.close()
-        super().set_focus(node)
-
     def covered(self, node: Node, path: list[Node]) -> bool:
-        if any(n is s.live for s in self.suggest for n in path):
-            return True  # the live regions are 1px boxes clipped away, left of the window
+        if super().covered(node, path):
+            return True
         what = self.spots.get(id(node))
         if what is None or self.form.hidden:
             return False
         return any(s.covers(what) for s in self.suggest) or self.picker_covers(what)
 
-    def click(self, node: Node) -> None:
-        path = self._path(node)
-        if self.covered(node, path):
-            self.fire(node, "click")
-            return
-        inside = any(n is self.picker for n in path)
-        # mousedown: the datepicker closes on a press outside it and its field
-        if not inside and node is not self.date:
+    def mousedown(self, node: Node, path: list[Node]) -> None:
+        # the datepicker closes on a press outside it and its field
+        if node is not self.date and not any(n is self.picker for n in path):
             self.picker.hidden = True
-        for s in self.suggest:
-            if any(n is s.menu for n in path):
-                # the menu keeps focus in its field; hovering the item announces it
-                if node.tag == "div":
-                    s.announce(node.text())
-                self.fire(node, "click")
-                return
-        super().click(node)
 
     def act(self, action, target):
         if action.name in ("fill", "clear") and target is self.date:
             self.log.append(action)
             return f"{action.name} on element {action.args[0]!r} failed: invalid element state"
-        error = super().act(action, target)
-        for s in self.suggest:
-            if action.name in ("fill", "clear") and target is s.field:
-                s.search()
-        return error
+        return super().act(action, target)
 
 
 MODEL = BookFlight
