@@ -51,11 +51,11 @@ function dump(el) {
   el.setAttribute('data-arena', next++);
   var st = window.getComputedStyle(el);
   if (st.display === 'none' || st.visibility === 'hidden') { d.hidden = true; return d; }
-  // Icons drawn by CSS (content: url(...), or a background image on an empty element, such
-  // as a tree's expander) or <img>: named by alt text, else by class.
-  var bare = !el.children.length && !el.textContent.trim();
+  // Icons drawn by CSS (content: url(...), or a background image on an empty element with a
+  // pointer cursor, such as a tree's expander) or <img>: named by alt text, else by class.
+  var button = !el.children.length && !el.textContent.trim() && st.cursor === 'pointer';
   if (tag === 'IMG' || (st.content && st.content.indexOf('url(') === 0) ||
-      (bare && st.backgroundImage.indexOf('url(') === 0)) {
+      (button && st.backgroundImage.indexOf('url(') === 0)) {
     d.attrs.image = el.getAttribute('alt') || el.className || '';
   }
   ['type', 'placeholder'].forEach(function (a) {

@@ -203,17 +203,37 @@ class Rendered:
     def _walk(self, node: Node, depth: int) -> None:
         if node.hidden or node.tag in SKIPPED_TAGS:
             return
-        if "image" in node.attrs:  # an icon: no text, but an agent clicks it
-            self._emit(node, depth, f"image {_quote(norm(node.attrs['image']))}", [])
+        attrs = node.attrs
+        if "image" in attrs:  # an icon: no text, but an agent clicks it
+            self._emit(node, depth, f"image {_quote(norm(attrs['image']))}", [])
             return
-        kind = role(node)
-        props = ["disabled"] if node.disabled else []
-        if node is self._focused and kind in ("textbox", "combobox", "checkbox", "radio"):
-            props.append("focused")
+        kind = role(node) if node.tag == "input" else _TAG_ROLES.get(node.tag)
+        if kind is None:  # a container: its text and elements, at its own depth
+            shown = [k for k in node.kids if k.__class__ is str or not k.hidden]
+            if all(k.__class__ is str for k in shown):
+                text = norm("".join(shown))
+                if text:
+                    self._emit(node, depth, f"StaticText {_quote(text)}", _disabled(node))
+                return
+            run = ""  # adjacent text nodes read as one (the DOM may split them anywhere)
+            for k in shown:
+                if k.__class__ is str:
+                    run += k
+                    continue
+                if run and not run.isspace():
+                    self._emit(None, depth, f"StaticText {_quote(norm(run))}", [])
+                run = ""
+                self._walk(k, depth)
+            if run and not run.isspace():
+                self._emit(None, depth, f"StaticText {_quote(norm(run))}", [])
+            return
         if kind == "hidden":
             return
+        props = _disabled(node)
+        if node is self._focused and kind in ("textbox", "combobox", "checkbox", "radio"):
+            props.append("focused")
         if kind == "textbox":
-            placeholder = node.attrs.get("placeholder", "")
+            placeholder = attrs.get("placeholder", "")
             name = f" {_quote(norm(placeholder))}" if placeholder else ""
             if node.value:
                 props.insert(0, f"value={_quote(node.value)}")
@@ -243,25 +263,12 @@ class Rendered:
             for k in node.kids:
                 if isinstance(k, Node):
                     self._walk(k, depth + 1)
-        elif kind is not None:  # an input type we do not name (range, color, date...)
+        else:  # an input type we do not name (range, color, date...)
             self._emit(node, depth, kind, [f"value={_quote(node.value)}", *props])
-        else:
-            shown = [k for k in node.kids if _shown(k)]
-            if shown and all(isinstance(k, str) for k in shown):
-                text = norm("".join(shown))
-                if text:
-                    self._emit(node, depth, f"StaticText {_quote(text)}", props)
-                return
-            run = ""  # adjacent text nodes read as one (the DOM may split them anywhere)
-            for k in [*shown, None]:
-                if isinstance(k, str):
-                    run += k
-                    continue
-                if norm(run):
-                    self._emit(None, depth, f"StaticText {_quote(norm(run))}", [])
-                run = ""
-                if k is not None:
-                    self._walk(k, depth)
+
+
+def _disabled(node: Node) -> list[str]:
+    return ["disabled"] if node.disabled else []
 
 
 def render(page: Page, error: str | None = None) -> Rendered:

@@ -86,14 +86,16 @@ def test_twin_and_browser_agree_step_by_step():
     for task in TWIN_TASKS:
         ids = (f"web/{task}-v1", f"websim/{task}-v0")
         real, twin = (envs.make(i) for i in ids)
-        for seed in range(3):
-            a, b = (
-                play(env, i, seed, ScriptedTeacher(task, 0.25, seed))
-                for env, i in zip((real, twin), ids, strict=True)
-            )
-            for key in ("observation", "action", "reward", "done"):
-                assert [r[key] for r in a] == [r[key] for r in b], (task, seed, key)
-        real.close()
+        try:
+            for seed in range(3):
+                a, b = (
+                    play(env, i, seed, ScriptedTeacher(task, 0.25, seed))
+                    for env, i in zip((real, twin), ids, strict=True)
+                )
+                for key in ("observation", "action", "reward", "done"):
+                    assert [r[key] for r in a] == [r[key] for r in b], (task, seed, key)
+        finally:
+            real.close()
 
 
 def test_a_hung_page_is_killed_and_the_browser_restarted():
