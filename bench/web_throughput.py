@@ -4,6 +4,7 @@
 
 - ``twin``: episodes/s of each ``websim/`` task on one core, played by its scripted teacher
   (observation rendering, action parsing and the teacher's reading included);
+- ``twin_mix``: the same over all twin tasks in turn, one episode each (a uniform task mix);
 - ``browser``: real MiniWoB++ episodes/s for one browser in this process, with step latency
   percentiles (the action, then the DOM dump the next observation is read from);
 - ``pool``: episodes/s of a Ray pool of N browser actors playing the same episodes (scaling).
@@ -39,6 +40,24 @@ def twin(task: str, seconds: float) -> dict:
         "env": env_id,
         "episodes_per_s": round(n / dt, 1),
         "steps_per_episode": round(steps / n, 2),
+        "success": round(wins / n, 3),
+    }
+
+
+def twin_mix(seconds: float) -> dict:
+    players = [
+        (f"websim/{t}-v0", envs.make(f"websim/{t}-v0"), ScriptedTeacher(t)) for t in TWIN_TASKS
+    ]
+    n, wins, t0 = 0, 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        env_id, env, teacher = players[n % len(players)]
+        wins += play(env, env_id, n, teacher)[-1]["success"]
+        n += 1
+    dt = time.perf_counter() - t0
+    return {
+        "bench": "twin_mix",
+        "tasks": len(players),
+        "episodes_per_s": round(n / dt, 1),
         "success": round(wins / n, 3),
     }
 
@@ -105,6 +124,7 @@ def main() -> None:
     args = p.parse_args()
     for task in TWIN_TASKS:
         print(json.dumps(twin(task, args.seconds)), flush=True)
+    print(json.dumps(twin_mix(len(TWIN_TASKS) * args.seconds)), flush=True)
     if chrome_missing():
         print(json.dumps({"bench": "browser", "skipped": chrome_missing()}))
         return
