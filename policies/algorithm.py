@@ -16,6 +16,8 @@ from typing import Any
 PACKAGES = {
     "ippo": "policies.ippo",
     "mappo": "policies.mappo",
+    "bc": "policies.bc",
+    "grpo": "policies.grpo",
 }
 """Algorithm name -> the package defining its ``ALGORITHM``."""
 
@@ -89,6 +91,9 @@ class AlgorithmInfo:
         modules: ``modules(env_id, settings, *, env_config, sharing) -> MultiRLModuleSpec``,
             the modules ``build`` trains: how eval and serve rebuild them around saved weights
             without unpickling anything.
+        metrics: columns it adds to ``metrics.csv``, read from ``result["arena"]``.
+        default_iterations: the iterations a run trains when given no target (else the
+            run's default env steps).
     """
 
     name: str
@@ -97,6 +102,8 @@ class AlgorithmInfo:
     capabilities: Capabilities
     build: Callable[..., Any] = field(repr=False)
     modules: Callable[..., Any] | None = field(default=None, repr=False)
+    metrics: tuple[str, ...] = ()
+    default_iterations: int | None = None
 
     def check(self, env: EnvFacts, recurrent: bool = False) -> None:
         """Raises :class:`AlgorithmMismatch`, naming both, where this cannot train ``env``."""

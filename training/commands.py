@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--checkpoint", metavar="iter_N", help="with --resume: the checkpoint to continue from"
     )
+    t.add_argument("--traces", metavar="DIR", help="bc: teacher traces (arena web traces)")
+    t.add_argument("--init", metavar="RUN", help="grpo: start from this run's newest weights")
     t.add_argument("--curve-every", type=int, default=0, help="print a line every K iterations")
     t.set_defaults(arena_handler="training.commands:run_train")
 
@@ -64,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_train(args) -> int:
-    from training.config import ConfigError, TrainConfig, apply_overrides, load_yaml
+    from pathlib import Path
+
+    from training.config import ConfigError, TrainConfig, apply_overrides, load_yaml, set_value
     from training.run import train
 
     if args.resume:
@@ -80,6 +84,8 @@ def run_train(args) -> int:
                 ("--learners", args.learners),
                 ("--gpus-per-learner", args.gpus_per_learner),
                 ("--name", args.name),
+                ("--traces", args.traces),
+                ("--init", args.init),
             )
             if value is not None
         ]
@@ -120,6 +126,9 @@ def run_train(args) -> int:
         ):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
+        for key in ("traces", "init"):
+            if getattr(args, key) is not None:
+                set_value(cfg, key, str(Path(getattr(args, key)).resolve()))
         apply_overrides(cfg, args.set or [])
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every

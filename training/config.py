@@ -42,9 +42,17 @@ def settings_for(algo: str, old: Any = None) -> Any:
     new = cls()
     if old is not None:
         names = {f.name for f in dataclasses.fields(cls)}
+        untouched = type(old)()
         for f in dataclasses.fields(old):
-            if f.name in names:
-                setattr(new, f.name, getattr(old, f.name))
+            value = getattr(old, f.name)
+            # Only what was set carries over (not the old algorithm's defaults), and a group
+            # of settings only into the same kind of group (PPO's network is no LM).
+            if (
+                f.name in names
+                and value != getattr(untouched, f.name)
+                and type(value) is type(getattr(new, f.name))
+            ):
+                setattr(new, f.name, value)
     return new
 
 

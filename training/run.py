@@ -48,9 +48,9 @@ METRIC_COLUMNS = [
 MODULE_COLUMNS = ["return", "policy_loss", "vf_loss", "entropy"]
 
 
-def columns_for(modules: list[str]) -> list[str]:
-    """metrics.csv's columns for a run with ``modules``."""
-    return METRIC_COLUMNS + [f"{m}/{c}" for m in modules for c in MODULE_COLUMNS]
+def columns_for(modules: list[str], extra: Sequence[str] = ()) -> list[str]:
+    """metrics.csv's columns for a run with ``modules`` (and an algorithm's ``extra``)."""
+    return METRIC_COLUMNS + list(extra) + [f"{m}/{c}" for m in modules for c in MODULE_COLUMNS]
 
 
 def _num(x: Any) -> float:
@@ -70,7 +70,9 @@ def learner_scalars(result: dict) -> dict[str, dict[str, float]]:
     return out
 
 
-def metrics_row(result: dict, it: int, elapsed: float, modules: list[str]) -> dict[str, float]:
+def metrics_row(
+    result: dict, it: int, elapsed: float, modules: list[str], extra: Sequence[str] = ()
+) -> dict[str, float]:
     er = result.get("env_runners", {})
     timers = result.get("timers", {})
     row = {
@@ -85,6 +87,8 @@ def metrics_row(result: dict, it: int, elapsed: float, modules: list[str]) -> di
         "env_steps_per_s": _num(er.get("num_env_steps_sampled"))
         / max(_num(timers.get("training_iteration", timers.get("training_step"))), 1e-9),
     }
+    own = result.get("arena", {}) or {}
+    row.update({k: _num(own.get(k)) for k in extra})
     returns = er.get("module_episode_returns_mean", {}) or {}
     learned = learner_scalars(result)
     for mid in modules:
@@ -161,8 +165,12 @@ class Run:
         self.iteration, self.env_steps = (
             (checkpoint[1]["iteration"], checkpoint[1]["env_steps"]) if checkpoint else (0, 0)
         )
+        info = algorithms.get(cfg.algo)
+        if not (cfg.timesteps or cfg.iterations) and info.default_iterations:
+            cfg.iterations = info.default_iterations
         self.target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
-        algo_config = algorithms.get(cfg.algo).build(  # checks algorithm x env before Ray starts
+        self.extra_metrics = info.metrics
+        algo_config = info.build(  # checks algorithm x env before Ray starts
             cfg.env,
             cfg.settings,
             env_config=cfg.env_args,
@@ -257,7 +265,13 @@ class Run:
             if self._faults.counts(result):
                 break
         self.iteration += 1
-        row = metrics_row(result, self.iteration, time.perf_counter() - self._t0, self.modules)
+        row = metrics_row(
+            result,
+            self.iteration,
+            time.perf_counter() - self._t0,
+            self.modules,
+            self.extra_metrics,
+        )
         self._nans.check(row, self.dir)
         self.env_steps = row["env_steps"]
         due = self.iteration % self.cfg.checkpoint_every == 0 or self.done
@@ -304,7 +318,7 @@ class CsvLog(Callback):
 
     def on_open(self, run: Run) -> None:
         self.path = run.dir / "metrics.csv"
-        self.columns = columns_for(run.modules)
+        self.columns = columns_for(run.modules, run.extra_metrics)
         rows = read_metrics(self.path, run.iteration) if run.iteration else []
         lines = [",".join(self.columns)]
         lines += [",".join(str(r.get(c) or "") for c in self.columns) for r in rows]

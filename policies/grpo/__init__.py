@@ -1,0 +1,108 @@
+"""GRPO for a language-model web agent (Shao et al. 2024, DeepSeekMath; as the web-agent
+study of Vattikonda et al., NeurIPS 2025 uses it): ``group_size`` attempts at the same task
+and page seed; advantage = reward - group mean (optionally / group std); every action turn
+of an episode gets its episode's advantage (``discount`` < 1 shrinks earlier turns');
+PPO-style ratio clipping with ``eps_low``/``eps_high``; k3 KL to the initial student off by
+default (``beta``); groups whose rewards all agree dropped and counted; answers cut at
+``model.max_new_tokens`` masked; log-probabilities at the sampling temperature.
+
+``arena train websim/click-test-2-v0 --algo grpo --init RUN`` starts from a BC run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from policies.algorithm import AlgorithmInfo, Capabilities
+from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
+
+
+@dataclass
+class GRPOSettings(LMSettings):
+    """GRPO's settings (``--set key=value``); defaults follow the study where it found one."""
+
+    init: str = ""
+    """A BC (or GRPO) run directory to start from: its newest checkpoint's weights and FLOPs."""
+    group_size: int = 8
+    """Attempts per (task, seed) group (G)."""
+    groups_per_iteration: int = 4
+    """Groups sampled per iteration."""
+    temperature: float = 0.25
+    """Sampling temperature (the study's best); training log-probs are taken at it too."""
+    std_normalise: bool = False
+    """Divide advantages by the group std (helps only without SFT, says the study)."""
+    filter_zero_std: bool = True
+    """Drop groups whose rewards all agree (they carry no signal)."""
+    clip: bool = True
+    """PPO ratio clipping."""
+    eps_low: float = 0.2
+    """Lower clip range (ratio >= 1 - eps_low)."""
+    eps_high: float = 0.2
+    """Upper clip range (DAPO uses 0.28)."""
+    beta: float = 0.0
+    """Weight of the k3 KL to the initial student (0: off, as the study and TRL)."""
+    discount: float = 1.0
+    """Turn k steps before the end gets discount**k of the episode's advantage."""
+    mask_truncated: bool = True
+    """Leave out answers cut at model.max_new_tokens."""
+    minibatch_size: int = 0
+    """Turns per optimizer step (0: the whole iteration's batch in one step)."""
+
+    def problems(self) -> list[str]:
+        bad = super().problems()
+        if self.group_size < 2:
+            bad.append(f"group_size={self.group_size} (>= 2: advantages are relative)")
+        if self.groups_per_iteration < 1 or self.minibatch_size < 0:
+            bad.append(
+                f"groups_per_iteration={self.groups_per_iteration}, "
+                f"minibatch_size={self.minibatch_size}"
+            )
+        if not (0 <= self.temperature <= 10):
+            bad.append(f"temperature={self.temperature} (in [0, 10])")
+        if not (0 < self.eps_low < 1 and 0 < self.eps_high and math.isfinite(self.eps_high)):
+            bad.append(f"eps_low={self.eps_low}, eps_high={self.eps_high}")
+        if not (self.beta >= 0 and math.isfinite(self.beta)):
+            bad.append(f"beta={self.beta}")
+        if not 0 < self.discount <= 1:
+            bad.append(f"discount={self.discount} (in (0, 1])")
+        return bad
+
+
+def build(env_id: str, settings: GRPOSettings, **options):
+    learner = {
+        "mode": "grpo",
+        "init": settings.init,
+        "group_size": settings.group_size,
+        "groups_per_iteration": settings.groups_per_iteration,
+        "temperature": settings.temperature,
+        "std_normalise": settings.std_normalise,
+        "filter_zero_std": settings.filter_zero_std,
+        "clip": settings.clip,
+        "eps_low": settings.eps_low,
+        "eps_high": settings.eps_high,
+        "beta": settings.beta,
+        "discount": settings.discount,
+        "mask_truncated": settings.mask_truncated,
+        "minibatch_size": settings.minibatch_size,
+    }
+    return build_lm(env_id, settings, learner, **options)
+
+
+def modules(env_id: str, settings: GRPOSettings, **options):
+    training_tasks(env_id, settings)
+    return module_spec(settings, 0, settings.temperature)
+
+
+ALGORITHM = AlgorithmInfo(
+    name="grpo",
+    description="GRPO for a language-model student on web tasks (from a BC run with --init)",
+    settings=GRPOSettings,
+    capabilities=Capabilities(
+        action_kinds=frozenset({"text"}), obs_kinds=frozenset({"text"}), recurrent=False
+    ),
+    build=build,
+    modules=modules,
+    metrics=LM_METRICS,
+    default_iterations=20,
+)

@@ -1,0 +1,91 @@
+"""GRPO's pieces as plain tensor functions: group-relative advantages, the clipped surrogate,
+the k3 KL estimate and the loss aggregations (checked against hand-computed cases in tests).
+
+- Advantage of an episode ``i`` of group ``g``: ``r_i - mean_g(r)``, divided by the group's
+  Bessel std (+1e-4, as TRL) when ``std_normalise``; a group whose rewards are all equal has
+  zero advantage everywhere and is dropped when filtering (DAPO's dynamic sampling, the
+  web-agent study's "zero-advantage filtering").
+- Multi-turn credit: every action turn of an episode gets the episode's advantage (PipelineRL);
+  with ``discount`` < 1 the turn ``k`` steps before the end gets ``discount**k`` of it.
+- Token loss ``-min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A) + beta k3`` with
+  ``k3 = pi_ref/pi - log(pi_ref/pi) - 1`` (DeepSeekMath; Schulman's k3 estimator).
+- Aggregation (TRL's ``loss_type``, verl's ``loss_agg_mode``):
+  ``token-mean`` = sum over all tokens / their count (DAPO);
+  ``seq-mean-token-mean`` = mean over sequences of each sequence's token mean (the original
+  GRPO, length-biased); ``constant`` = sum / (sequences x max_new_tokens) (Dr. GRPO).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")
+
+
+def group_advantages(
+    rewards: np.ndarray, groups: np.ndarray, std_normalise: bool, eps: float = 1e-4
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-episode advantages and, per episode, whether its group's rewards all agree.
+
+    Args:
+        rewards: ``[E]`` episode rewards. groups: ``[E]`` group ids (any integers).
+        std_normalise: divide by the group's Bessel standard deviation (+``eps``).
+    """
+    rewards = np.asarray(rewards, np.float64)
+    groups = np.asarray(groups)
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, rewards)
+    mean = (sums / counts)[inverse]
+    adv = rewards - mean
+    sq = np.bincount(inverse, adv**2)
+    std = np.sqrt(sq / np.maximum(counts - 1, 1))[inverse]
+    flat = np.bincount(inverse, np.abs(adv))[inverse] == 0
+    if std_normalise:
+        adv = adv / (std + eps)
+    return adv, flat
+
+
+def turn_advantages(adv: float, turns: int, discount: float) -> list[float]:
+    """The advantage of each of an episode's ``turns`` action turns."""
+    return [adv * discount ** (turns - 1 - k) for k in range(turns)]
+
+
+def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimate of KL(pi || pi_ref) per token (>= 0)."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1
+
+
+def surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    eps_low: float,
+    eps_high: float,
+    clip: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(token loss, ratio, clipped)``: the negated (clipped) surrogate per token, the
+    importance ratio, and where clipping changed the objective."""
+    ratio = torch.exp(logp - old_logp)
+    plain = ratio * adv
+    if not clip:
+        return -plain, ratio, torch.zeros_like(plain, dtype=torch.bool)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
+    obj = torch.minimum(plain, clipped)
+    return -obj, ratio, clipped < plain
+
+
+def aggregate(
+    token_loss: torch.Tensor, seq: torch.Tensor, num_seqs: int, mode: str, max_tokens: int
+) -> torch.Tensor:
+    """Reduces per-token losses (flat, with ``seq`` their sequence index) to one loss."""
+    if mode == "token-mean":
+        return token_loss.sum() / max(token_loss.numel(), 1)
+    if mode == "seq-mean-token-mean":
+        sums = torch.zeros(num_seqs, dtype=token_loss.dtype).index_add(0, seq, token_loss)
+        counts = torch.bincount(seq, minlength=num_seqs).clamp(min=1)
+        return (sums / counts).mean()
+    if mode == "constant":
+        return token_loss.sum() / (num_seqs * max_tokens)
+    raise ValueError(f"loss aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")

@@ -1,0 +1,72 @@
+"""Episodes of web envs played by a student, all envs in lockstep: each step batches the
+prompts of every env still running into one generation call.
+
+Used by the GRPO sampler (groups of attempts at one page), by behaviour cloning's held-out
+evaluation and by ``arena eval``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from envs.web.env import AGENT
+from policies.lm.student import Completion, Student
+
+
+@dataclass
+class Turn:
+    """One action turn: prompt tokens, the sampled answer."""
+
+    prompt: list[int]
+    answer: Completion
+
+
+@dataclass
+class Episode:
+    task: str
+    seed: int
+    group: int
+    reward: float = 0.0
+    success: bool = False
+    parse_errors: int = 0
+    turns: list[Turn] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the student read and wrote (prompt and answer of every turn)."""
+        return sum(len(t.prompt) + len(t.answer.tokens) for t in self.turns)
+
+
+def play(
+    student: Student,
+    jobs: list[tuple[object, str, int, int]],
+    temperature: float,
+    generator: torch.Generator | None = None,
+) -> list[Episode]:
+    """Plays one episode per job ``(env, task, page seed, group id)``; the envs must be
+    distinct objects (they run at the same time)."""
+    episodes = [Episode(task, seed, group) for _, task, seed, group in jobs]
+    obs = {}
+    for i, (env, _, seed, _) in enumerate(jobs):
+        o, _ = env.reset(seed=seed, options={"task_seed": seed})
+        obs[i] = o[AGENT]
+    while obs:
+        live = sorted(obs)
+        prompts = [student.prompt(obs[i], episodes[i].actions) for i in live]
+        answers = student.generate(prompts, temperature, generator)
+        for i, prompt, answer in zip(live, prompts, answers, strict=True):
+            ep, env = episodes[i], jobs[i][0]
+            ep.turns.append(Turn(prompt, answer))
+            ep.actions.append(answer.text)
+            o, rew, term, trunc, info = env.step({AGENT: answer.text})
+            if term[AGENT] or trunc[AGENT]:
+                ep.reward = float(rew[AGENT])
+                ep.success = ep.reward > 0.5
+                ep.parse_errors = int(info[AGENT]["parse_errors"])
+                del obs[i]
+            else:
+                obs[i] = o[AGENT]
+    return episodes

@@ -1,0 +1,156 @@
+"""The text EnvRunner: a language model playing web envs (the twin's, or real pages in
+Chromium), as a Ray actor like any EnvRunner. ``sample_groups`` plays GRPO's groups (``G``
+attempts at the same task and page seed); ``evaluate`` plays given seeds greedily."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from ray.rllib.core import COMPONENT_RL_MODULE
+from ray.rllib.env.env_runner import EnvRunner
+from ray.rllib.utils.checkpoints import Checkpointable
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
+
+import envs
+from policies.lm.module import MODULE_ID
+from policies.lm.play import Episode, play
+
+TRAIN_SEEDS = 1_000_000
+"""Training pages are seeds below this (teacher traces use 0, 1, ...); held-out pages at and
+above it."""
+
+
+def env_id_for(task: str, backend: str) -> str:
+    return f"websim/{task}-v0" if backend == "twin" else f"web/{task}-v1"
+
+
+def episode_record(ep: Episode) -> dict[str, Any]:
+    """An episode as plain data (what crosses from the runner actor to the driver)."""
+    return {
+        "task": ep.task,
+        "seed": ep.seed,
+        "group": ep.group,
+        "reward": ep.reward,
+        "success": ep.success,
+        "parse_errors": ep.parse_errors,
+        "length": len(ep.turns),
+        "tokens": ep.tokens,
+        "actions": ep.actions,
+        "turns": [
+            {
+                "prompt": t.prompt,
+                "answer": t.answer.tokens,
+                "logps": t.answer.logps,
+                "truncated": t.answer.truncated,
+            }
+            for t in ep.turns
+        ],
+    }
+
+
+class TextEnvRunner(EnvRunner, Checkpointable):
+    """Plays web envs with the student (see the module docstring)."""
+
+    def __init__(self, *, config, **kwargs):
+        super().__init__(config=config, **kwargs)
+        torch.set_num_threads(1)
+        self.settings = config.learner_config_dict
+        seed = int(config.seed or 0) * 1000 + int(self.worker_index or 0)
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.module = None
+        self.make_module()
+        self._envs: dict[str, list] = defaultdict(list)
+        self._weights_seq_no = 0
+        self.num_env_steps_sampled_lifetime = 0
+
+    def make_module(self) -> None:
+        self.module = self.config.rl_module_spec.build()
+        self.student = self.module[MODULE_ID].student
+
+    def get_spaces(self) -> dict[str, Any]:
+        specs = self.config.rl_module_spec.rl_module_specs
+        return {mid: (s.observation_space, s.action_space) for mid, s in specs.items()}
+
+    def assert_healthy(self) -> None:
+        assert self.module is not None
+
+    def _envs_for(self, env_id: str, n: int) -> list:
+        have = self._envs[env_id]
+        while len(have) < n:
+            have.append(envs.make(env_id, **self.config.env_config))
+        return have[:n]
+
+    def _jobs(self, pages: list[tuple[str, int, int]], backend: str) -> list:
+        per_env: dict[str, int] = defaultdict(int)
+        for task, _, _ in pages:
+            per_env[env_id_for(task, backend)] += 1
+        pools = {e: iter(self._envs_for(e, n)) for e, n in per_env.items()}
+        return [(next(pools[env_id_for(t, backend)]), t, s, g) for t, s, g in pages]
+
+    def sample_groups(self, groups: int, group_size: int, temperature: float) -> list[dict]:
+        """``groups`` x ``group_size`` episodes on random (task, training seed) pages."""
+        tasks = self.settings["tasks"]
+        pages = []
+        for g in range(groups):
+            task = tasks[int(self.rng.integers(len(tasks)))]
+            seed = int(self.rng.integers(TRAIN_SEEDS))
+            pages += [(task, seed, g)] * group_size
+        episodes = play(self.student, self._jobs(pages, "twin"), temperature, self.generator)
+        self.num_env_steps_sampled_lifetime += sum(len(e.turns) for e in episodes)
+        return [episode_record(e) for e in episodes]
+
+    def evaluate(
+        self, tasks: list[str], seeds: list[int], temperature: float = 0.0, backend="twin"
+    ) -> list[dict]:
+        """One episode per (task, seed), at ``temperature`` (0: greedy), ``batch`` at a time."""
+        out = []
+        pages = [(t, s, 0) for t in tasks for s in seeds]
+        step = 64 if backend == "twin" else 4
+        for i in range(0, len(pages), step):
+            chunk = pages[i : i + step]
+            eps = play(self.student, self._jobs(chunk, backend), temperature, self.generator)
+            out += [episode_record(e) for e in eps]
+        return out
+
+    def sample(self, **kwargs):
+        raise NotImplementedError("the text runner samples through sample_groups()")
+
+    def get_metrics(self) -> dict:
+        return {}
+
+    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
+        state = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
+        if self._check_component(COMPONENT_RL_MODULE, components, not_components):
+            state[COMPONENT_RL_MODULE] = self.module.get_state(**kwargs)
+            state[WEIGHTS_SEQ_NO] = self._weights_seq_no
+        return state
+
+    def set_state(self, state: dict) -> None:
+        if COMPONENT_RL_MODULE in state:
+            seq = state.get(WEIGHTS_SEQ_NO, 0)
+            if seq == 0 or self._weights_seq_no < seq:
+                module_state = state[COMPONENT_RL_MODULE]
+                if isinstance(module_state, ray.ObjectRef):
+                    module_state = ray.get(module_state)
+                self.module.set_state(module_state)
+            if seq > 0:
+                self._weights_seq_no = seq
+        if NUM_ENV_STEPS_SAMPLED_LIFETIME in state:
+            self.num_env_steps_sampled_lifetime = state[NUM_ENV_STEPS_SAMPLED_LIFETIME]
+
+    def get_ctor_args_and_kwargs(self):
+        return (), {"config": self.config}
+
+    def get_checkpointable_components(self):
+        return [(COMPONENT_RL_MODULE, self.module)]
+
+    def stop(self) -> None:
+        for pool in self._envs.values():
+            for env in pool:
+                env.close()
+        self._envs.clear()
