@@ -55,6 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="MODULE",
         help="let this module's agents act at random (a baseline for one side)",
     )
+    v.add_argument(
+        "--real",
+        type=int,
+        default=0,
+        metavar="N",
+        help="web agents: also N episodes per task on the real pages in Chromium",
+    )
     v.add_argument("--json", action="store_true")
     v.set_defaults(arena_handler="training.commands:run_eval")
 
@@ -146,9 +153,12 @@ def run_eval(args) -> int:
         render=args.render,
         explore=args.explore,
         random_modules=args.random,
+        real_episodes=args.real,
     )
     if args.json:
         print(json.dumps(summary, indent=2))
+    elif "twin" in summary:
+        print(text_agent_lines(summary))
     else:
         win = "" if summary["win_rate"] is None else f", win rate {summary['win_rate']:.1%}"
         groups = summary["per_group_return_mean"]
@@ -164,6 +174,31 @@ def run_eval(args) -> int:
         if summary.get("animation"):
             print(f"animation: {summary['animation']}")
     return 0
+
+
+def text_agent_lines(s: dict) -> str:
+    """``arena eval``'s report of a language-model agent."""
+
+    def pct(x):
+        return "-" if x is None else f"{x:.1%}"
+
+    lines = [f"greedy success, {s['episodes']} held-out seeds per task (twin):"]
+    for backend in ("twin", "real"):
+        if backend in s:
+            r = s[backend]
+            per = ", ".join(f"{t} {pct(v)}" for t, v in r["train_tasks"].items())
+            lines.append(
+                f"  {backend}: training tasks {pct(r['train_mean'])} ({per}); "
+                f"held-out tasks {pct(r['held_out_mean'])}"
+            )
+    if "sim_to_real_gap" in s:
+        lines.append(
+            f"  sim-to-real gap (twin - real, training tasks): {s['sim_to_real_gap']:+.1%}"
+        )
+    if s.get("flops_total"):
+        lines.append(f"  run compute: {s['flops_total']:.3g} FLOPs")
+    lines.append(f"  -> {s['path']}")
+    return "\n".join(lines)
 
 
 def run_demo(args) -> int:

@@ -16,6 +16,7 @@ from training.checkpoints import (
     write_atomic,
 )
 from training.config import ConfigError
+from training.run import read_metrics
 
 
 def play(
@@ -143,6 +144,7 @@ def evaluate(
     explore: bool = False,
     seed: int = 10_000,
     random_modules: list[str] | None = None,
+    real_episodes: int = 0,
 ) -> dict:
     """Rebuilds the modules of ``run`` around its plain weights (no unpickling) and plays
     ``episodes``; writes ``eval.json``.
@@ -153,6 +155,8 @@ def evaluate(
         raise ConfigError(f"--episodes must be positive, got {episodes}")
     ckpt = latest_checkpoint(run)
     cfg = load_config(run)
+    if is_text_agent(cfg.algo):
+        return evaluate_text_agent(run, ckpt, cfg, episodes, real_episodes)
     policy = load_policy(run, ckpt)
     random_modules = list(random_modules or [])
     unknown = sorted(set(random_modules) - set(policy.modules))
@@ -180,6 +184,49 @@ def evaluate(
     name = "eval.json" if not random_modules else f"eval-random-{'-'.join(random_modules)}.json"
     summary["path"] = str(run / name)
     write_atomic(run / name, json.dumps(summary, indent=2))
+    return summary
+
+
+def is_text_agent(algo: str) -> bool:
+    """Whether ``algo`` trains a language-model agent (text in, text out)."""
+    from policies import algorithm as algorithms
+
+    return algorithms.get(algo).capabilities.obs_kinds == {"text"}
+
+
+def evaluate_text_agent(run: Path, ckpt: Path, cfg, episodes: int, real_episodes: int) -> dict:
+    """A language-model agent's held-out report (``policies.lm.evaluation``), with the FLOPs
+    its run spent; written to ``eval.json``."""
+    from policies.lm.algorithm import training_tasks
+    from policies.lm.evaluation import held_out_report, load_student
+    from policies.lm.module import MODULE_ID
+
+    verify_weights(ckpt)
+    spec = module_specs(run).rl_module_specs[MODULE_ID]
+    student = load_student(spec, ckpt / "weights" / f"{MODULE_ID}.pt")
+    report = held_out_report(
+        student, training_tasks(cfg.env, cfg.settings), episodes, real_episodes
+    )
+    rows = read_metrics(run / "metrics.csv", 10**12)
+    flops = float(rows[-1]["flops_total"]) if rows and rows[-1].get("flops_total") else None
+    twin = report["twin"]
+    summary = {
+        "run": str(run),
+        "env": cfg.env,
+        "checkpoint": ckpt.name,
+        "greedy": True,
+        "episodes": episodes,
+        "flops_total": flops,
+        "student_params": student.params,
+        "success_mean": twin["train_mean"],
+        "return_mean": twin["train_mean"],
+        "return_std": 0.0,
+        "win_rate": None,
+        "per_group_return_mean": {},
+        **report,
+    }
+    summary["path"] = str(run / "eval.json")
+    write_atomic(run / "eval.json", json.dumps(summary, indent=2))
     return summary
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
@@ -69,7 +70,30 @@ class GRPOSettings(LMSettings):
         return bad
 
 
+def adopt_init_model(settings: GRPOSettings) -> None:
+    """A run started from ``init`` trains that run's student: its model settings replace
+    these (an unreadable init run is an error naming it)."""
+    import yaml
+
+    from policies.algorithm import AlgorithmMismatch
+    from policies.lm.student import StudentSettings
+
+    path = Path(settings.init) / "config.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+        algo = data["algo"]
+        settings.model = StudentSettings(**data[algo]["model"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise AlgorithmMismatch(
+            f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"
+        ) from None
+    if not (Path(settings.init) / "checkpoints" / "latest").is_file():
+        raise AlgorithmMismatch(f"--init {settings.init}: the run has no checkpoint yet")
+
+
 def build(env_id: str, settings: GRPOSettings, **options):
+    if settings.init:
+        adopt_init_model(settings)
     learner = {
         "mode": "grpo",
         "init": settings.init,

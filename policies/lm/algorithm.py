@@ -235,6 +235,7 @@ def load_init(run: str, student_keys: dict) -> tuple[dict, float]:
         state = torch.load(path, weights_only=True, map_location="cpu")
     except (OSError, RuntimeError) as e:
         raise AlgorithmMismatch(f"--init {run}: cannot read {path} ({e})") from None
+    state = {k.removeprefix("lm."): v for k, v in state.items()}
     want = {k: tuple(v.shape) for k, v in student_keys.items()}
     have = {k: tuple(v.shape) for k, v in state.items()}
     if want != have:
