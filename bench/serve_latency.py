@@ -10,7 +10,15 @@ Serve settings are environment variables read when Ray starts); the load comes f
 threads in this process, each with one kept-alive HTTP connection, for ``--seconds`` per
 point. Two request shapes: one observation of one agent ("single"), and a vectorised env's
 worth, ``--envs`` envs x 3 agents ("batch"). Prints one JSON line per point:
-p50/p99 latency (ms), requests/s, observations/s, and error counts.
+p50/p90/p99 latency (ms), requests/s, observations/s, and error counts.
+
+``--lm`` measures a language-model web agent's OpenAI route instead, ``POST
+/v1/chat/completions`` (greedy, the agent's own system message and a click-test-2 page): the
+same latency percentiles, requests/s and generated tokens/s per point, beside the in-process
+generation of 1 and 8 prompts. Without ``--run`` it clones a tiny byte-level student for 40
+iterations (``--lm-model smollm2``: SmolLM2-135M, one iteration) into the temporary directory.
+
+    .venv/bin/python bench/serve_latency.py --lm [--lm-model smollm2] [--only serve-haproxy]
 
 Configurations (``--only`` picks some):
   fastapi        uvicorn + FastAPI, one worker process (the floor)
@@ -38,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -95,6 +104,25 @@ def make_run(root: Path) -> Path:
     return root / "mpe/simple_spread-v3/mappo/bench"
 
 
+LM_ENV = "websim/click-test-2-v0"
+LM_TRAINING = {
+    # 40 steps teach the tiny student to write click('N') (answers of agent length).
+    "tiny": (40, ["model.kind=tiny", "trace_episodes=20", "eval_every=0", "lr=3e-3"]),
+    "smollm2": (1, ["model.kind=smollm2", "trace_episodes=20", "eval_every=0"]),
+}
+
+
+def make_lm_run(root: Path, kind: str) -> Path:
+    iterations, settings = LM_TRAINING[kind]
+    cmd = [sys.executable, "-m", "arena", "train", LM_ENV, "--algo", "bc", "--out", str(root)]
+    cmd += ["--iterations", str(iterations), "--name", "bench-lm"]
+    for setting in settings:
+        cmd += ["--set", setting]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+    return root / LM_ENV / "bc/bench-lm"
+
+
 def start_server(config: str, run: Path, port: int, tmp: Path) -> subprocess.Popen:
     log = open(tmp / f"{config}.log", "w")  # noqa: SIM115 - closed with the process
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", **CONFIGS[config]}
@@ -133,9 +161,18 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def load(url: str, path: str, body: bytes, concurrency: int, seconds: float) -> dict:
-    """``concurrency`` threads posting ``body`` for ``seconds``; latency and counts."""
+def load(
+    url: str,
+    path: str,
+    body: bytes,
+    concurrency: int,
+    seconds: float,
+    tokens: Callable[[bytes], int] | None = None,
+) -> dict:
+    """``concurrency`` threads posting ``body`` for ``seconds``; latency and counts (and, with
+    ``tokens``, the tokens it reads off each answer, per second)."""
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    counted = [0] * concurrency
     errors = [0] * concurrency
     server_errors = [0] * concurrency
     start = threading.Barrier(concurrency + 1)
@@ -148,7 +185,7 @@ def load(url: str, path: str, body: bytes, concurrency: int, seconds: float) -> 
         while time.perf_counter() < stop_at[0]:
             t0 = time.perf_counter()
             try:
-                status, _ = client.request("POST", path, body)
+                status, data = client.request("POST", path, body)
             except OSError:
                 errors[i] += 1
                 continue
@@ -157,6 +194,8 @@ def load(url: str, path: str, body: bytes, concurrency: int, seconds: float) -> 
                 server_errors[i] += 1
             elif status != 200:
                 errors[i] += 1
+            elif tokens:
+                counted[i] += tokens(data)
         client.close()
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
@@ -171,11 +210,14 @@ def load(url: str, path: str, body: bytes, concurrency: int, seconds: float) -> 
     wall = time.perf_counter() - t0
     lat = sorted(x for per in latencies for x in per)
     n = len(lat)
+    pct = lambda q: round(1e3 * lat[min(n - 1, int(q * n))], 2) if n else None  # noqa: E731
     return {
         "requests": n,
-        "p50_ms": round(1e3 * lat[n // 2], 2) if n else None,
-        "p99_ms": round(1e3 * lat[min(n - 1, int(0.99 * n))], 2) if n else None,
+        "p50_ms": pct(0.5),
+        "p90_ms": pct(0.9),
+        "p99_ms": pct(0.99),
         "requests_per_s": round(n / wall, 1),
+        **({"tokens_per_s": round(sum(counted) / wall, 1)} if tokens else {}),
         "errors_4xx_or_io": sum(errors),
         "errors_5xx": sum(server_errors),
     }
@@ -230,6 +272,91 @@ def forward_pass(run: Path, envs: int) -> list[dict]:
     return out
 
 
+def mlp_points(url: str, name: str, a: argparse.Namespace) -> Iterator[dict]:
+    """Single observations and vectorised-env batches at each concurrency."""
+    rng = np.random.default_rng(0)
+    with PolicyClient(url) as c:
+        policy = c.policies()[0]
+    path = f"/v1/policies/{name}/act"
+    for shape, (body, n) in bodies(policy, a.envs, rng).items():
+        for conc in map(int, a.concurrency.split(",")):
+            res = load(url, path, body, conc, a.seconds)
+            yield {
+                "request": shape,
+                "concurrency": conc,
+                "observations_per_request": n,
+                **res,
+                "observations_per_s": round(res["requests_per_s"] * n, 1),
+            }
+
+
+def lm_page() -> str:
+    """The page text every LM request reads (click-test-2, seed 0)."""
+    import envs
+
+    env = envs.make(LM_ENV)
+    page = env.reset(seed=0)[0]["agent_0"]
+    env.close()
+    return page
+
+
+def lm_chat(run: Path):
+    """The served student (in process) and a greedy chat request for the page, as the agent
+    is asked (its own system message)."""
+    from serve.app import resolve
+    from serve.policy import load as load_policy
+
+    served = load_policy(resolve([str(run)])[0])
+    messages = [
+        {"role": "system", "content": served.student.system},
+        {"role": "user", "content": lm_page()},
+    ]
+    body = {"model": served.spec.name, "messages": messages, "temperature": 0}
+    return served, json.dumps(body).encode()
+
+
+def lm_forward(served) -> list[dict]:
+    """The bare in-process generation of 1 and 8 copies of the page's prompt (the ceiling
+    of the chat route)."""
+    import torch
+
+    from serve.lm import Prompt
+
+    torch.set_num_threads(1)
+    prompt = Prompt(served.student.prompt(lm_page(), []), 0.0, served.max_tokens)
+    out = []
+    for n in (1, 8):
+        served.generate([prompt] * n)
+        reps, written, t0 = 0, 0, time.perf_counter()
+        while time.perf_counter() - t0 < 2.0:
+            written += sum(len(c.tokens) for c in served.generate([prompt] * n))
+            reps += 1
+        dt = time.perf_counter() - t0
+        out.append(
+            {
+                "bench": "serve_latency",
+                "config": "in-process generate",
+                "request": "chat",
+                "prompts_per_call": n,
+                "prompt_tokens": len(prompt.ids),
+                "p50_ms": round(1e3 * dt / reps, 2),
+                "tokens_per_s": round(written / dt, 1),
+            }
+        )
+    return out
+
+
+def lm_points(url: str, body: bytes, a: argparse.Namespace) -> Iterator[dict]:
+    """The chat route at each concurrency: latency, and generated tokens/s from ``usage``."""
+    tokens = lambda data: json.loads(data)["usage"]["completion_tokens"]  # noqa: E731
+    for conc in map(int, a.concurrency.split(",")):
+        yield {
+            "request": "chat",
+            "concurrency": conc,
+            **load(url, "/v1/chat/completions", body, conc, a.seconds, tokens),
+        }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--run", help="run directory (default: train a one-iteration run)")
@@ -237,11 +364,20 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=64, help="envs per batch request")
     p.add_argument("--concurrency", default="1,8,32")
     p.add_argument("--only", default=",".join(CONFIGS), help="configurations to run")
+    p.add_argument("--lm", action="store_true", help="a language-model run's chat route")
+    p.add_argument("--lm-model", choices=sorted(LM_TRAINING), default="tiny")
     a = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="arena-serve-bench-"))
-    run = Path(a.run) if a.run else make_run(tmp / "runs")
-    rng = np.random.default_rng(0)
-    for row in forward_pass(run, a.envs):
+    if a.lm:
+        run = Path(a.run) if a.run else make_lm_run(tmp / "runs", a.lm_model)
+        served, chat_body = lm_chat(run)
+        rows = lm_forward(served)
+        points = lambda url, name: lm_points(url, chat_body, a)  # noqa: E731
+    else:
+        run = Path(a.run) if a.run else make_run(tmp / "runs")
+        rows = forward_pass(run, a.envs)
+        points = lambda url, name: mlp_points(url, name, a)  # noqa: E731
+    for row in rows:
         print(json.dumps(row), flush=True)
     for config in a.only.split(","):
         if config.startswith("serve-haproxy") and haproxy_binary() is None:
@@ -262,23 +398,9 @@ def main() -> None:
                 print(json.dumps({"config": config, "failed": str(e), "log_tail": tail}))
                 continue
             ready_s = time.perf_counter() - t0
-            with PolicyClient(url) as c:
-                policy = c.policies()[0]
-            path = f"/v1/policies/{name}/act"
-            for shape, (body, n) in bodies(policy, a.envs, rng).items():
-                for conc in map(int, a.concurrency.split(",")):
-                    res = load(url, path, body, conc, a.seconds)
-                    row = {
-                        "bench": "serve_latency",
-                        "config": config,
-                        "request": shape,
-                        "concurrency": conc,
-                        "observations_per_request": n,
-                        **res,
-                        "observations_per_s": round(res["requests_per_s"] * n, 1),
-                        "startup_s": round(ready_s, 1),
-                    }
-                    print(json.dumps(row), flush=True)
+            for point in points(url, name):
+                row = {"bench": "serve_latency", "config": config, **point}
+                print(json.dumps({**row, "startup_s": round(ready_s, 1)}), flush=True)
         finally:
             stop_server(proc)
     shutil.rmtree(tmp, ignore_errors=True)

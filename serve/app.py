@@ -9,7 +9,8 @@ The application builder is ``serve.app:build_app``; its args are :class:`ServeAr
 replica restores each RLModule alone from its checkpoint (no Algorithm, no env). The
 deployment is a plain ASGI-style callable over ``serve.policy.Api``, not FastAPI: it decodes
 and validates the body itself, so bad input is always a 4xx, and it skips FastAPI's per-request
-overhead.
+overhead. Language-model policies (``serve.lm``) batch their generations in a queue of their
+own, run off the event loop.
 """
 
 from __future__ import annotations
@@ -93,21 +94,19 @@ class PolicyServer:
 
         torch.set_num_threads(1)  # one core per replica; threads only contend here
         self.api = Api({s.name: load(s) for s in specs})
-        self._act.set_max_batch_size(max_batch_size)
-        self._act.set_batch_wait_timeout_s(batch_wait_s)
+        for batch in (self._act, self._generate):
+            batch.set_max_batch_size(max_batch_size)
+            batch.set_batch_wait_timeout_s(batch_wait_s)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
     async def _act(self, calls: list[Act]) -> list[dict[str, Any]]:
-        # Group by policy: one forward pass per policy per batch.
-        out: list[Any] = [None] * len(calls)
-        groups: dict[str, list[int]] = {}
-        for i, call in enumerate(calls):
-            groups.setdefault(call.policy.spec.name, []).append(i)
-        for idx in groups.values():
-            policy = calls[idx[0]].policy
-            for i, answer in zip(idx, policy.act([calls[i].parsed for i in idx]), strict=True):
-                out[i] = answer
-        return out
+        return answer(calls)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
+    async def _generate(self, calls: list[Act]) -> list[dict[str, Any]]:
+        # Token-by-token generation takes from milliseconds to seconds: in a worker thread the
+        # event loop keeps reading requests (the next batch) and answering health checks.
+        return await asyncio.to_thread(answer, calls)
 
     async def _read_body(self, request: Request) -> bytes | Reply:
         """The body, refused (413) past ``MAX_BODY_BYTES`` by its Content-Length before
@@ -145,9 +144,23 @@ class PolicyServer:
                 request.method, request.url.path, body, request.headers.get("content-type")
             )
         if isinstance(out, Act):
-            out = Reply(200, await self._act(out))
+            out = Reply(200, await (self._generate if out.policy.slow else self._act)(out))
         content = b"" if request.method == "HEAD" else out.body()
         return Response(content, status_code=out.status, media_type="application/json")
+
+
+def answer(calls: list[Act]) -> list[dict[str, Any]]:
+    """Answers a batch of calls, grouped by policy: one forward pass (or generation call) per
+    policy per batch."""
+    out: list[Any] = [None] * len(calls)
+    groups: dict[str, list[int]] = {}
+    for i, call in enumerate(calls):
+        groups.setdefault(call.policy.spec.name, []).append(i)
+    for idx in groups.values():
+        policy = calls[idx[0]].policy
+        for i, reply in zip(idx, policy.act([calls[i].parsed for i in idx]), strict=True):
+            out[i] = reply
+    return out
 
 
 def build_app(args: ServeArgs) -> serve.Application:

@@ -6,6 +6,8 @@ connection per client; use one client per thread).
     client.policies()                                   # what is deployed, with its spaces
     client.act("mappo-simple_spread-v3", {"agent_0": obs0, "agent_1": obs1})
     client.act(name, {"agent_0": obs_batch}, explore=True)   # [n, obs_dim] -> n actions
+    client.act("bc-click-test-2-v0", {"agent_0": page_text})  # a language-model agent
+    client.chat("bc-click-test-2-v0", [{"role": "user", "content": page_text}])
 
 Observations may be NumPy arrays. A 4xx answer raises :class:`ServeError` with the server's
 message.
@@ -85,6 +87,20 @@ class PolicyClient:
         """Actions per agent for ``observations`` (agent -> one observation or a batch)."""
         payload = {"observations": _plain(observations), "explore": explore}
         return self._json("POST", f"/v1/policies/{name}/act", payload)["actions"]
+
+    def chat(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> dict:
+        """OpenAI's chat completion of a language-model policy ``model``: the whole answer
+        (the action is ``["choices"][0]["message"]["content"]``, token counts in ``usage``)."""
+        options = {"temperature": temperature, "max_tokens": max_tokens}
+        payload = {"model": model, "messages": messages}
+        payload.update({k: v for k, v in options.items() if v is not None})
+        return self._json("POST", "/v1/chat/completions", payload)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -5,7 +5,9 @@ A served policy is anything with the small :class:`ServedPolicy` interface: ``pa
 request's JSON into a validated, transport-free value (or raises :class:`RequestError`, a
 4xx), and ``act`` answers a whole batch of parsed requests with one forward pass. Which class
 serves a run is looked up by the RLModule's class in :data:`KINDS`, so a new kind of policy
-(recurrent, language model) is one class and one line there, never a branch per env.
+(recurrent, language model) is one class and one line there, never a branch per env. A
+language model's policy (``serve.lm``) also answers ``POST /v1/chat/completions``, OpenAI's
+chat API, with its ``parse_chat``.
 
 Request body of ``POST /v1/policies/{name}/act``::
 
@@ -19,6 +21,7 @@ its arrays batched the same way. The answer mirrors it: ``{"actions": {"agent_0"
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -35,6 +38,8 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 replica reads it."""
 MAX_DEPTH = 6
 """Deepest JSON nesting a request may use (``observations`` -> agent -> [n, H, W, C])."""
+MAX_CHAT_BYTES = 1 << 20
+"""Largest chat request body (a 413): far more text than a model's prompt may hold."""
 JSON_TYPES = ("application/json",)
 REQUEST_KEYS = ("observations", "explore")
 
@@ -62,6 +67,8 @@ def space_json(space: gym.Space) -> dict[str, Any]:
         }
     if isinstance(space, gym.spaces.Dict):
         return {"type": "Dict", "spaces": {k: space_json(v) for k, v in space.spaces.items()}}
+    if isinstance(space, gym.spaces.Text):
+        return {"type": "Text", "max_length": int(space.max_length)}
     return {"type": type(space).__name__, "repr": str(space)}
 
 
@@ -152,6 +159,9 @@ class ServedPolicy(Protocol):
     """The interface the server needs from a policy kind."""
 
     spec: PolicySpec
+    slow: bool
+    """Whether answers take long enough (token by token generation) that the server runs
+    them off its event loop, in a batch queue of their own."""
 
     def parse(self, payload: Any) -> Any:
         """Validates a decoded request body; returns what ``act`` takes or raises
@@ -159,6 +169,29 @@ class ServedPolicy(Protocol):
 
     def act(self, requests: list[Any]) -> list[dict[str, Any]]:
         """Answers parsed requests (from many clients) with one forward pass."""
+
+
+def envelope(payload: Any, agents: tuple[str, ...]) -> tuple[dict[str, Any], bool]:
+    """The ``observations`` (agent -> value, agents checked) and ``explore`` of an act
+    request, whatever the policy's kind."""
+    if not isinstance(payload, dict):
+        raise RequestError(f"the body must be a JSON object with keys {list(REQUEST_KEYS)}")
+    unknown = sorted(set(payload) - set(REQUEST_KEYS))
+    if unknown:
+        raise RequestError(f"unknown key(s) {unknown}; allowed: {list(REQUEST_KEYS)}")
+    explore = payload.get("explore", False)
+    if not isinstance(explore, bool):
+        raise RequestError(f"'explore' must be true or false, got {explore!r}")
+    obs = payload.get("observations")
+    if not isinstance(obs, dict) or not obs:
+        raise RequestError(
+            "'observations' must be an object of agent -> observation for one or more of "
+            f"{list(agents)}"
+        )
+    for agent in obs:
+        if agent not in agents:
+            raise RequestError(f"unknown agent {agent!r}; agents: {list(agents)}")
+    return obs, explore
 
 
 def _array(agent: str, what: str, value: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, bool]:
@@ -201,6 +234,8 @@ class ModulesPolicy:
     """A run's feed-forward modules (``policies.modules.ActorCritic``, any agent -> module
     mapping): each request's rows go to their agents' modules, packed by each module's
     ``BatchSpec``; discrete (optionally masked) or continuous actions."""
+
+    slow = False
 
     def __init__(self, spec: PolicySpec, policy=None):
         from training.evaluation import load_policy
@@ -259,24 +294,9 @@ class ModulesPolicy:
         return obs, mask, single
 
     def parse(self, payload: Any) -> Parsed:
-        if not isinstance(payload, dict):
-            raise RequestError(f"the body must be a JSON object with keys {list(REQUEST_KEYS)}")
-        unknown = sorted(set(payload) - set(REQUEST_KEYS))
-        if unknown:
-            raise RequestError(f"unknown key(s) {unknown}; allowed: {list(REQUEST_KEYS)}")
-        explore = payload.get("explore", False)
-        if not isinstance(explore, bool):
-            raise RequestError(f"'explore' must be true or false, got {explore!r}")
-        obs = payload.get("observations")
-        if not isinstance(obs, dict) or not obs:
-            raise RequestError(
-                "'observations' must be an object of agent -> observation for one or more of "
-                f"{list(self.spec.agents)}"
-            )
+        obs, explore = envelope(payload, self.spec.agents)
         parsed = Parsed([], [], [], [], [], explore)
         for agent, value in obs.items():
-            if agent not in self.obs_boxes:
-                raise RequestError(f"unknown agent {agent!r}; agents: {list(self.spec.agents)}")
             rows, mask, one = self._agent_rows(agent, value)
             parsed.agents.append(agent)
             parsed.counts.append(len(rows))
@@ -319,21 +339,31 @@ class ModulesPolicy:
         ]
 
 
-KINDS: dict[str, type] = {"ActorCritic": ModulesPolicy}
-"""RLModule class name -> the :class:`ServedPolicy` class that serves it."""
+KINDS: dict[str, str] = {
+    "ActorCritic": "serve.policy:ModulesPolicy",
+    "LMModule": "serve.lm:LMPolicy",
+}
+"""RLModule class name -> the :class:`ServedPolicy` class that serves it, as ``module:class``
+(imported when a run needs it: a server of MLPs never imports the language-model stack)."""
+
+
+def served_class(spec: PolicySpec) -> type:
+    """The :class:`ServedPolicy` class of ``spec``'s modules (all of one kind)."""
+    from training.evaluation import module_specs
+
+    modules = spec.modules if spec.modules is not None else module_specs(spec.run)
+    kinds = {s.module_class.__name__ for s in modules.rl_module_specs.values()}
+    unknown = kinds - set(KINDS)
+    if unknown or len(kinds) != 1:
+        raise TypeError(f"no server for RLModule(s) {sorted(kinds)}; known: {sorted(KINDS)}")
+    module, _, name = KINDS[kinds.pop()].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def load(spec: PolicySpec) -> ServedPolicy:
     """The policy of ``spec`` behind the served interface: its modules rebuilt from the run's
     config and loaded with the checkpoint's plain weights (nothing is unpickled)."""
-    from training.evaluation import load_policy
-
-    policy = load_policy(spec.run, spec.checkpoint, spec.modules)
-    kinds = {type(m.module).__name__ for m in policy.modules.values()}
-    unknown = kinds - set(KINDS)
-    if unknown or len(kinds) != 1:
-        raise TypeError(f"no server for RLModule(s) {sorted(kinds)}; known: {sorted(KINDS)}")
-    return KINDS[kinds.pop()](spec, policy)
+    return served_class(spec)(spec)
 
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
@@ -382,6 +412,7 @@ class Api:
 
     def __init__(self, policies: dict[str, ServedPolicy]):
         self.policies = policies
+        self.chat_models = {n: p for n, p in policies.items() if hasattr(p, "parse_chat")}
 
     def route(
         self, method: str, path: str, body: bytes, content_type: str | None = "application/json"
@@ -394,6 +425,19 @@ class Api:
         if path == "/healthz":
             return self._only(method, "GET") or Reply(
                 200, {"status": "ok", "policies": sorted(self.policies)}
+            )
+        if path == "/v1/chat/completions":
+            return self._only(method, "POST") or self._media_type(content_type) or self._chat(body)
+        if path == "/v1/models":  # what OpenAI clients list before they chat
+            return self._only(method, "GET") or Reply(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": name, "object": "model", "owned_by": "arena"}
+                        for name in sorted(self.chat_models)
+                    ],
+                },
             )
         if parts[:2] == ["v1", "policies"]:
             if len(parts) == 2:
@@ -417,7 +461,8 @@ class Api:
             404,
             {
                 "error": f"no route {path}; routes: GET /healthz, GET /v1/policies, "
-                "GET /v1/policies/{name}, POST /v1/policies/{name}/act"
+                "GET /v1/policies/{name}, POST /v1/policies/{name}/act, GET /v1/models, "
+                "POST /v1/chat/completions"
             },
         )
 
@@ -457,6 +502,33 @@ class Api:
             return Reply(400, {"error": "observations and masks must be numbers, not true/false"})
         try:
             return Act(policy, policy.parse(payload))
+        except RequestError as e:
+            return Reply(e.status, {"error": str(e)})
+
+    def _chat(self, body: bytes) -> Reply | Act:
+        """An OpenAI chat completion request: the policy its ``model`` names parses the rest."""
+        if len(body) > MAX_CHAT_BYTES:
+            return Reply(413, {"error": f"chat request body over {MAX_CHAT_BYTES} bytes"})
+        depth = json_depth(body)
+        if depth > MAX_DEPTH:
+            return Reply(400, {"error": f"JSON nested {depth} deep; at most {MAX_DEPTH}"})
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            return Reply(400, {"error": f"malformed JSON: {str(e)[:200]}"})
+        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
+            return Reply(400, {"error": "the body must be a JSON object with a 'model' string"})
+        policy = self.chat_models.get(payload["model"])
+        if policy is None:
+            return Reply(
+                404,
+                {
+                    "error": f"no chat model {payload['model'][:100]!r}; models (language-model "
+                    f"policies): {sorted(self.chat_models)}"
+                },
+            )
+        try:
+            return Act(policy, policy.parse_chat(payload))
         except RequestError as e:
             return Reply(e.status, {"error": str(e)})
 

@@ -153,6 +153,7 @@ def start(args, opts: ServeOptions) -> dict:
     from ray import serve
 
     from serve.app import APP_NAME, make_app, resolve
+    from serve.policy import served_class
     from training import runtime
 
     specs = resolve(args.runs)  # a bad run fails before Ray starts
@@ -163,6 +164,7 @@ def start(args, opts: ServeOptions) -> dict:
     return {
         "url": url,
         "policies": {s.name: f"{url}/v1/policies/{s.name}/act" for s in specs},
+        "chat_models": [s.name for s in specs if hasattr(served_class(s), "parse_chat")],
         "metrics": metrics_url(),
     }
 
@@ -174,6 +176,11 @@ def serve_forever(args, opts: ServeOptions) -> int:
     print(f"serving on {info['url']}  (GET /healthz, GET /v1/policies)", flush=True)
     for name, url in info["policies"].items():
         print(f"  {name}: POST {url}", flush=True)
+    if info["chat_models"]:
+        models = ", ".join(info["chat_models"])
+        print(
+            f"  OpenAI chat: POST {info['url']}/v1/chat/completions (model: {models})", flush=True
+        )
     if info["metrics"]:
         print(f"  Prometheus metrics: {info['metrics']}", flush=True)
     stop = threading.Event()

@@ -272,11 +272,11 @@ class Run:
             self.modules,
             self.extra_metrics,
         )
-        self._nans.check(row, self.dir)
+        learner = learner_scalars(result)
+        self._nans.check(learner, self.dir)
         self.env_steps = row["env_steps"]
         due = self.iteration % self.cfg.checkpoint_every == 0 or self.done
         ckpt = self.checkpoint() if due else None
-        learner = learner_scalars(result)
         for cb in self.callbacks:
             cb.on_iteration(self, row, learner, ckpt)
         return row
@@ -469,8 +469,12 @@ class NanWatch:
     def __init__(self, trained: list[str]):
         self.trained, self.bad = trained, 0
 
-    def check(self, row: dict, run: Path) -> None:
-        losses = [_num(row.get(f"{m}/policy_loss")) for m in self.trained]
+    def check(self, learner: dict[str, dict[str, float]], run: Path) -> None:
+        # A module that has not been updated yet (GRPO whose groups all had equal rewards)
+        # reports no loss at all: that is no divergence.
+        losses = [
+            learner[m]["policy_loss"] for m in self.trained if "policy_loss" in learner.get(m, {})
+        ]
         self.bad = self.bad + 1 if losses and not any(map(math.isfinite, losses)) else 0
         if self.bad >= self.PATIENCE:
             raise RunError(

@@ -345,6 +345,8 @@ class LMAlgorithm(Algorithm):
             batch = turn_batch(turns, self.pad)
             self._learn(batch, s.get("minibatch_size") or len(turns))
             self.counters["flops_train"] += train_flops(self.params, int(batch["attention"].sum()))
+        else:  # every group was flat: no update, so no learner results (not last time's)
+            self.metrics.delete(LEARNER_RESULTS, key_error=False)
         every = s["eval_every"]
         if every and (self.iteration + 1) % every == 0:
             stats["eval_success"] = self._evaluate(s)

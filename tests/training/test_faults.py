@@ -108,12 +108,14 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
 def test_losses_that_stay_nan_stop_the_run(tmp_path):
     watch = training.NanWatch(["adversary"])  # the frozen "agent" module is not watched
     nan = float("nan")
-    row = {"adversary/policy_loss": nan, "agent/policy_loss": nan}
-    watch.check({"adversary/policy_loss": 0.1, "agent/policy_loss": nan}, tmp_path)
-    watch.check(row, tmp_path)
-    watch.check(row, tmp_path)
-    watch.check({"adversary/policy_loss": 0.2}, tmp_path)  # a finite loss resets the count
+    learner = {"adversary": {"policy_loss": nan}, "agent": {"policy_loss": nan}}
+    watch.check({"adversary": {"policy_loss": 0.1}, "agent": {"policy_loss": nan}}, tmp_path)
+    watch.check(learner, tmp_path)
+    watch.check(learner, tmp_path)
+    watch.check({"adversary": {"policy_loss": 0.2}}, tmp_path)  # a finite loss resets the count
+    for _ in range(5):  # no update at all (no loss reported) is no divergence
+        watch.check({}, tmp_path)
     for _ in range(2):
-        watch.check(row, tmp_path)
+        watch.check(learner, tmp_path)
     with pytest.raises(RunError, match="not finite for 3 iterations"):
-        watch.check({"adversary/policy_loss": float("inf")}, tmp_path)
+        watch.check({"adversary": {"policy_loss": float("inf")}}, tmp_path)
