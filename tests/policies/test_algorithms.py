@@ -30,7 +30,11 @@ def trained_modules(result) -> dict:
     }
 
 
-@pytest.mark.parametrize("algo", algorithm.names())
+VECTOR_ALGOS = [n for n in algorithm.names() if algorithm.get(n).capabilities.obs_kinds != {"text"}]
+"""Algorithms of vector envs (bc and grpo train language models: tests/policies/test_lm.py)."""
+
+
+@pytest.mark.parametrize("algo", VECTOR_ALGOS)
 @pytest.mark.parametrize("env_id", ["mpe/simple_spread-v3", "mpe/simple_spread_continuous-v3"])
 def test_two_iterations_train(ray_session, algo, env_id):
     algo_ = build(env_id, algo)
