@@ -8,16 +8,14 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-import ray
 import torch
-from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.utils.checkpoints import Checkpointable
-from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
 
 import envs
 from policies.lm.module import MODULE_ID
 from policies.lm.play import Episode, play
+from policies.sampling import VectorEnvRunner
 
 TRAIN_SEEDS = 1_000_000
 """Training pages are seeds below this (teacher traces use 0, 1, ...); held-out pages at and
@@ -123,31 +121,11 @@ class TextEnvRunner(EnvRunner, Checkpointable):
     def get_metrics(self) -> dict:
         return {}
 
-    def get_state(self, components=None, *, not_components=None, **kwargs) -> dict:
-        state = {NUM_ENV_STEPS_SAMPLED_LIFETIME: self.num_env_steps_sampled_lifetime}
-        if self._check_component(COMPONENT_RL_MODULE, components, not_components):
-            state[COMPONENT_RL_MODULE] = self.module.get_state(**kwargs)
-            state[WEIGHTS_SEQ_NO] = self._weights_seq_no
-        return state
-
-    def set_state(self, state: dict) -> None:
-        if COMPONENT_RL_MODULE in state:
-            seq = state.get(WEIGHTS_SEQ_NO, 0)
-            if seq == 0 or self._weights_seq_no < seq:
-                module_state = state[COMPONENT_RL_MODULE]
-                if isinstance(module_state, ray.ObjectRef):
-                    module_state = ray.get(module_state)
-                self.module.set_state(module_state)
-            if seq > 0:
-                self._weights_seq_no = seq
-        if NUM_ENV_STEPS_SAMPLED_LIFETIME in state:
-            self.num_env_steps_sampled_lifetime = state[NUM_ENV_STEPS_SAMPLED_LIFETIME]
-
-    def get_ctor_args_and_kwargs(self):
-        return (), {"config": self.config}
-
-    def get_checkpointable_components(self):
-        return [(COMPONENT_RL_MODULE, self.module)]
+    # Weight sync and checkpoints work as in the vector runner (same attributes).
+    get_state = VectorEnvRunner.get_state
+    set_state = VectorEnvRunner.set_state
+    get_ctor_args_and_kwargs = VectorEnvRunner.get_ctor_args_and_kwargs
+    get_checkpointable_components = VectorEnvRunner.get_checkpointable_components
 
     def stop(self) -> None:
         for pool in self._envs.values():
