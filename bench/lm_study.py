@@ -55,11 +55,15 @@ def main() -> None:
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--trace-episodes", type=int, default=100, help="teacher episodes per task")
-    p.add_argument("--bc-iterations", type=int, default=40, help="BC steps to the branch point")
+    p.add_argument("--bc-iterations", type=int, default=30, help="BC steps to the branch point")
     p.add_argument("--bc-lr", type=float, default=3e-3)
+    p.add_argument("--bc-batch", type=int, default=32, help="BC turns per step")
     p.add_argument("--grpo-iterations", type=int, default=10)
-    p.add_argument("--grpo-lr", type=float, default=1e-4)
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--grpo-lr", type=float, default=1e-3)
+    p.add_argument("--groups", type=int, default=8, help="GRPO groups per iteration")
+    p.add_argument("--epochs", type=int, default=4, help="GRPO passes per iteration")
+    p.add_argument("--minibatch", type=int, default=16, help="GRPO turns per step")
+    p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--episodes", type=int, default=32, help="held-out seeds per task (twin)")
     p.add_argument("--real", type=int, default=0, help="held-out seeds per task (real pages)")
     p.add_argument("--out", default="runs/lm_study")
@@ -104,11 +108,11 @@ def main() -> None:
         student = load_student(spec, ckpt / "weights" / f"{MODULE_ID}.pt")
         return held_out_report(student, tasks, args.episodes, args.real, held_out=[])
 
-    results = {"bc": [], "bc+grpo": []}
+    results = {"branch": [], "bc": [], "bc+grpo": []}
     rows = []
     for seed in seeds:
         t0 = time.perf_counter()
-        bc_settings = {**model, "lr": args.bc_lr, "batch_size": 32}
+        bc_settings = {**model, "lr": args.bc_lr, "batch_size": args.bc_batch}
         bc_settings["trace_episodes"] = args.trace_episodes
         branch = out / f"websim/{tasks[0]}-v0/bc/branch-{seed}"
         if not (branch / "checkpoints" / "latest").exists():
@@ -121,7 +125,8 @@ def main() -> None:
             shutil.rmtree(grpo, ignore_errors=True)
             cfg = config(
                 "grpo", seed, init=str(branch.resolve()), lr=args.grpo_lr,
-                temperature=args.temperature,
+                temperature=args.temperature, groups_per_iteration=args.groups,
+                epochs=args.epochs, minibatch_size=args.minibatch,
             )  # fmt: skip
             cfg.iterations = args.grpo_iterations
             run(cfg, f"grpo-{seed}")
@@ -136,7 +141,7 @@ def main() -> None:
             extra = math.ceil((target - float(b["flops_total"])) / per_step)
             run(None, "", resume=bc, more=args.bc_iterations + max(extra, 0))
             (bc / "done").write_text("")
-        for arm, run_dir in (("bc", bc), ("bc+grpo", grpo)):
+        for arm, run_dir in (("branch", branch), ("bc", bc), ("bc+grpo", grpo)):
             rep = score(run_dir)
             twin = rep["twin"]
             row = {

@@ -43,21 +43,25 @@ class GRPOSettings(LMSettings):
     """Upper clip range (DAPO uses 0.28)."""
     beta: float = 0.0
     """Weight of the k3 KL to the initial student (0: off, as the study and TRL)."""
-    discount: float = 1.0
-    """Turn k steps before the end gets discount**k of the episode's advantage."""
+    discount: float = 0.5
+    """Turn k steps before the end gets discount**k of the episode's advantage (the study
+    found about 0.5 best after SFT, > 0.9 without it)."""
     mask_truncated: bool = True
     """Leave out answers cut at model.max_new_tokens."""
     minibatch_size: int = 0
     """Turns per optimizer step (0: the whole iteration's batch in one step)."""
+    epochs: int = 1
+    """Passes over each iteration's turns (DeepSeekMath's mu, TRL's num_iterations, verl's
+    ppo_epochs); above 1 the ratio to the sampler's log-probs moves and clipping acts."""
 
     def problems(self) -> list[str]:
         bad = super().problems()
         if self.group_size < 2:
             bad.append(f"group_size={self.group_size} (>= 2: advantages are relative)")
-        if self.groups_per_iteration < 1 or self.minibatch_size < 0:
+        if self.groups_per_iteration < 1 or self.minibatch_size < 0 or self.epochs < 1:
             bad.append(
                 f"groups_per_iteration={self.groups_per_iteration}, "
-                f"minibatch_size={self.minibatch_size}"
+                f"minibatch_size={self.minibatch_size}, epochs={self.epochs} (>= 1, >= 0, >= 1)"
             )
         if not (0 <= self.temperature <= 10):
             bad.append(f"temperature={self.temperature} (in [0, 10])")
@@ -109,6 +113,7 @@ def build(env_id: str, settings: GRPOSettings, **options):
         "discount": settings.discount,
         "mask_truncated": settings.mask_truncated,
         "minibatch_size": settings.minibatch_size,
+        "epochs": settings.epochs,
     }
     return build_lm(env_id, settings, learner, **options)
 

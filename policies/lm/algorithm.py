@@ -343,8 +343,10 @@ class LMAlgorithm(Algorithm):
                 self.metrics.log_value((ENV_RUNNER_RESULTS, key), stats.pop(key), window=1)
         if turns:
             batch = turn_batch(turns, self.pad)
-            self._learn(batch, s.get("minibatch_size") or len(turns))
-            self.counters["flops_train"] += train_flops(self.params, int(batch["attention"].sum()))
+            epochs = s.get("epochs", 1)
+            self._learn(batch, s.get("minibatch_size") or len(turns), epochs)
+            tokens = epochs * int(batch["attention"].sum())
+            self.counters["flops_train"] += train_flops(self.params, tokens)
         else:  # every group was flat: no update, so no learner results (not last time's)
             self.metrics.delete(LEARNER_RESULTS, key_error=False)
         every = s["eval_every"]
@@ -413,7 +415,7 @@ class LMAlgorithm(Algorithm):
         }
         return turns, sum(e["length"] for e in episodes), stats
 
-    def _learn(self, batch: dict, minibatch: int) -> None:
+    def _learn(self, batch: dict, minibatch: int, epochs: int) -> None:
         from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
         n = len(batch["tokens"])
@@ -421,7 +423,7 @@ class LMAlgorithm(Algorithm):
             results = self.learner_group.update(
                 batch=MultiAgentBatch({MODULE_ID: SampleBatch(batch)}, env_steps=n),
                 timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.iteration},
-                num_epochs=1,
+                num_epochs=epochs,
                 minibatch_size=min(minibatch, n),
             )
             self.metrics.aggregate(results, key=LEARNER_RESULTS)

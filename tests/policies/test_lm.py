@@ -216,20 +216,35 @@ def test_eval_reports_held_out_seeds_and_tasks(bc_run):
     assert (bc_run / "eval.json").exists()
 
 
-def test_grpo_from_a_bc_run_trains_and_counts_its_compute(ray_session, tmp_path):
-    """GRPO started from a BC run: groups sampled on the twin, an update, FLOPs carried on
-    from the BC run."""
+def _greedy_success(run, seeds=16):
+    from policies.lm.evaluation import load_student, success_rates
+    from policies.lm.module import MODULE_ID
+    from training.checkpoints import latest_checkpoint
+    from training.evaluation import module_specs
+
+    spec = module_specs(run).rl_module_specs[MODULE_ID]
+    student = load_student(spec, latest_checkpoint(run) / "weights" / f"{MODULE_ID}.pt")
+    held_out = list(range(3_000_000, 3_000_000 + seeds))
+    return success_rates(student, ["click-test-2"], held_out, "twin", seeds)["click-test-2"]
+
+
+def test_grpo_from_a_weak_bc_run_moves_success_up(ray_session, tmp_path):
+    """A BC run stopped before its greedy answers are right (sampled ones are, half the
+    time): GRPO on the twin's reward lifts greedy success on held-out seeds, and carries the
+    BC run's FLOPs on."""
     from training.run import train
 
     weak = _cfg("bc", lr=3e-3, batch_size=32, trace_episodes=100, eval_every=0)
     weak.iterations = 24
     start = train(weak, out=str(tmp_path), name="weak")
     cfg = _cfg(
-        "grpo", init=str(start), lr=3e-4, temperature=0.5, discount=0.5, group_size=8,
-        groups_per_iteration=4, eval_every=2, eval_seeds=8,
+        "grpo", init=str(start), lr=1e-3, temperature=0.5, group_size=8, groups_per_iteration=4,
+        epochs=4, minibatch_size=16, eval_every=4, eval_seeds=8,
     )  # fmt: skip
-    cfg.iterations = 2
+    cfg.iterations = 8
     run = train(cfg, out=str(tmp_path), name="grpo")
+    before, after = _greedy_success(start), _greedy_success(run)
+    assert before <= 0.5 and after >= before + 0.4, (before, after)
     rows = _rows(run)
     assert float(rows[0]["flops_total"]) > float(_rows(start)[-1]["flops_total"])
     assert float(rows[-1]["flops_train"]) > 0 and float(rows[-1]["flops_sampling"]) > 0
@@ -248,6 +263,8 @@ def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
         _cfg("grpo", tasks=["no-such-task"]).validate()
     with pytest.raises(ConfigError, match="group_size"):
         _cfg("grpo", group_size=1).validate()
+    with pytest.raises(ConfigError, match="epochs=0"):
+        _cfg("grpo", epochs=0).validate()
     with pytest.raises(AlgorithmMismatch, match="not a bc/grpo run"):
         Run.create(_cfg("grpo", init=str(tmp_path)), out=str(tmp_path))
     assert not list(tmp_path.rglob("config.yaml"))  # refused before a run directory appears
