@@ -50,6 +50,11 @@ class GRPOSettings(LMSettings):
     """Leave out answers cut at model.max_new_tokens."""
     minibatch_size: int = 0
     """Turns per optimizer step (0: the whole iteration's batch in one step)."""
+    backend: str = "twin"
+    """Where groups are played: ``twin`` (in-process pages) or ``browser`` (the real MiniWoB++
+    pages in headless Chromium, ``browsers`` at a time in each EnvRunner)."""
+    browsers: int = 2
+    """Chromium pages per EnvRunner with ``backend=browser``."""
     epochs: int = 1
     """Passes over each iteration's turns (DeepSeekMath's mu, TRL's num_iterations, verl's
     ppo_epochs); above 1 the ratio to the sampler's log-probs moves and clipping acts."""
@@ -63,6 +68,8 @@ class GRPOSettings(LMSettings):
                 f"groups_per_iteration={self.groups_per_iteration}, "
                 f"minibatch_size={self.minibatch_size}, epochs={self.epochs} (>= 1, >= 0, >= 1)"
             )
+        if self.backend not in ("twin", "browser") or self.browsers < 1:
+            bad.append(f"backend={self.backend!r} (twin or browser), browsers={self.browsers}")
         if not (0 <= self.temperature <= 10):
             bad.append(f"temperature={self.temperature} (in [0, 10])")
         if not (0 < self.eps_low < 1 and 0 < self.eps_high and math.isfinite(self.eps_high)):
@@ -114,6 +121,8 @@ def build(env_id: str, settings: GRPOSettings, **options):
         "mask_truncated": settings.mask_truncated,
         "minibatch_size": settings.minibatch_size,
         "epochs": settings.epochs,
+        "backend": settings.backend,
+        "browsers": settings.browsers,
     }
     return build_lm(env_id, settings, learner, **options)
 

@@ -98,7 +98,13 @@ class TextEnvRunner(EnvRunner, Checkpointable):
             task = tasks[int(self.rng.integers(len(tasks)))]
             seed = int(self.rng.integers(TRAIN_SEEDS))
             pages += [(task, seed, g)] * group_size
-        episodes = play(self.student, self._jobs(pages, "twin"), temperature, self.generator)
+        backend = self.settings.get("backend", "twin")
+        # a browser is a few busy processes: play real pages a few at a time
+        at_once = len(pages) if backend == "twin" else self.settings["browsers"]
+        episodes = []
+        for i in range(0, len(pages), at_once):
+            jobs = self._jobs(pages[i : i + at_once], backend)
+            episodes += play(self.student, jobs, temperature, self.generator)
         self.num_env_steps_sampled_lifetime += sum(len(e.turns) for e in episodes)
         return [episode_record(e) for e in episodes]
 

@@ -256,6 +256,22 @@ def test_grpo_from_a_weak_bc_run_moves_success_up(ray_session, tmp_path):
     assert rows[-1]["eval_success"] != "nan"
 
 
+def test_grpo_plays_its_groups_on_the_real_pages(ray_session, tmp_path):
+    """backend=browser: the groups are played in headless Chromium, two pages at a time."""
+    from envs.web.browser import chrome_missing
+    from training.run import train
+
+    if chrome_missing():
+        pytest.skip(str(chrome_missing()))
+    cfg = _cfg(
+        "grpo", backend="browser", browsers=2, group_size=2, groups_per_iteration=2,
+        temperature=1.0, eval_every=0,
+    )  # fmt: skip
+    cfg.iterations = 1
+    rows = _rows(train(cfg, out=str(tmp_path), name="real"))
+    assert int(rows[0]["env_steps"]) >= 4 and float(rows[0]["flops_sampling"]) > 0
+
+
 def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
     from policies.algorithm import AlgorithmMismatch
     from training.config import ConfigError
@@ -267,6 +283,8 @@ def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
         _cfg("grpo", tasks=["no-such-task"]).validate()
     with pytest.raises(ConfigError, match="group_size"):
         _cfg("grpo", group_size=1).validate()
+    with pytest.raises(ConfigError, match="backend='real'"):
+        _cfg("grpo", backend="real").validate()
     with pytest.raises(ConfigError, match="epochs=0"):
         _cfg("grpo", epochs=0).validate()
     with pytest.raises(AlgorithmMismatch, match="not a bc/grpo run"):
