@@ -180,13 +180,15 @@ def build_lm(
             num_env_runners=num_env_runners,
             num_cpus_per_env_runner=1,
         )
-        .learners(num_learners=learners, num_gpus_per_learner=gpus_per_learner)
+        .learners(
+            num_learners=learners, num_gpus_per_learner=gpus_per_learner, learner_config_dict=cfg
+        )
         .rl_module(rl_module_spec=module_spec(settings, seed, temperature))
         .multi_agent(
             policies={MODULE_ID},
             policy_mapping_fn=lambda agent_id, *a, **k: MODULE_ID,
         )
-        .training(lr=settings.lr, grad_clip=settings.grad_clip, learner_config_dict=cfg)
+        .training(lr=settings.lr, grad_clip=settings.grad_clip)
         .debugging(seed=seed)
     )
 
