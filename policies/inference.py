@@ -98,6 +98,20 @@ class ModulePolicy:
             return torch.where(pick, sample(), greedy()).numpy(), state
 
 
+def module_from_weights(spec, path: Path):
+    """The module of ``spec`` with the plain weights file ``path`` (nothing is unpickled); a
+    damaged or foreign file is a :class:`WeightsError` naming it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        module = spec.build()
+        module.load_state_dict(state)
+    except Exception as e:  # name the file, never a traceback
+        raise WeightsError(
+            f"{path}: cannot load module weights ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
+    return module
+
+
 class Policy:
     """The run's modules acting together for any subset of an env's agents.
 
@@ -127,15 +141,7 @@ class Policy:
                     "checkpoints from before Arena's training core v2 hold only RLlib's pickles, "
                     "which eval and serve do not load)"
                 )
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True)
-                module = spec.build()
-                module.load_state_dict(state)
-            except Exception as e:  # a damaged or foreign file: name it, never a traceback
-                raise WeightsError(
-                    f"{path}: cannot load module weights ({type(e).__name__}: {str(e)[:200]})"
-                ) from None
-            modules[mid] = ModulePolicy(module)
+            modules[mid] = ModulePolicy(module_from_weights(spec, path))
         return cls(modules)
 
     @property

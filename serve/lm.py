@@ -99,9 +99,7 @@ class ChatRequest:
 def load_module(spec: PolicySpec):
     """The run's ``LMModule`` with the checkpoint's plain weights (checked against
     ``arena.json`` first)."""
-    import torch
-
-    from policies.inference import WEIGHTS_DIR, weights_file
+    from policies.inference import WEIGHTS_DIR, WeightsError, module_from_weights, weights_file
     from training.checkpoints import RunError, verify_weights
     from training.evaluation import module_specs
 
@@ -109,16 +107,10 @@ def load_module(spec: PolicySpec):
     verify_weights(ckpt)
     modules = spec.modules if spec.modules is not None else module_specs(spec.run)
     ((mid, module_spec),) = modules.rl_module_specs.items()
-    path = ckpt / WEIGHTS_DIR / weights_file(mid)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        module = module_spec.build()
-        module.load_state_dict(state)
-    except Exception as e:  # a damaged or foreign file: name it, never a traceback
-        raise RunError(
-            f"{path}: cannot load module weights ({type(e).__name__}: {str(e)[:200]})"
-        ) from None
-    return module.eval()
+        return module_from_weights(module_spec, ckpt / WEIGHTS_DIR / weights_file(mid)).eval()
+    except WeightsError as e:
+        raise RunError(str(e)) from None
 
 
 def _number(payload: dict, key: str, default: float, low: float, high: float) -> float:
