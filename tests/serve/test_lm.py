@@ -3,7 +3,6 @@ for a few seconds, served in process (validation, batching of mixed requests) an
 over real HTTP (``/act``, OpenAI's chat completions, concurrent clients, the 4xx catalogue)."""
 
 import json
-import threading
 
 import pytest
 from rich.console import Console
@@ -11,10 +10,11 @@ from rich.console import Console
 import envs
 import training
 from envs.web.actions import parse
-from serve.client import PolicyClient, ServeError
+from serve.client import PolicyClient
 from serve.lm import MAX_PROMPTS, Prompt
 from serve.policy import MAX_CHAT_BYTES, Api, Reply, load, spec_from_run
 from serve.server import free_port
+from tests.serve.clients import concurrently
 from training.config import TrainConfig, apply_overrides
 
 ENV, NAME = "websim/click-test-2-v0", "bc-click-test-2-v0"
@@ -194,23 +194,12 @@ def test_concurrent_chats_are_batched_and_each_answered(lm_served, lm_api, pages
     expected = [policy.act([policy.parse({"observations": {"agent_0": p}})])[0] for p in pages]
     expected = [e["actions"]["agent_0"] for e in expected]
     system = {"role": "system", "content": policy.student.system}
-    results, errors = {}, []
 
-    def ask(i):
+    def ask(c, i):
         messages = [system, {"role": "user", "content": pages[i % 4]}]
-        try:
-            with PolicyClient(lm_served) as c:
-                for _ in range(3):
-                    out = c.chat(NAME, messages, temperature=0)
-                    results.setdefault(i, []).append(out["choices"][0]["message"]["content"])
-        except (OSError, ServeError) as e:
-            errors.append(e)
+        return c.chat(NAME, messages, temperature=0)["choices"][0]["message"]["content"]
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = concurrently(lm_served, clients=16, calls=3, call=ask)
     assert not errors
     for i, answers in results.items():
         assert answers == [expected[i % 4]] * 3

@@ -21,6 +21,7 @@ import training
 from serve.client import PolicyClient, ServeError
 from serve.policy import Api, Reply, load, spec_from_run
 from serve.server import free_port
+from tests.serve.clients import concurrently
 from training.config import TrainConfig, apply_overrides
 
 SMALL = ["train_batch_size=256", "minibatch_size=128", "num_epochs=1", "num_envs_per_env_runner=4"]
@@ -242,24 +243,12 @@ def test_slow_and_oversized_bodies_are_refused(served):
 
 def test_concurrent_requests_are_answered_each_with_its_own_mask(served):
     # 24 clients at once, each allowing one action: every answer must be that action.
-    results, errors = {}, []
-
-    def ask(i):
+    def ask(c, i):
         allowed = i % 3
         mask = [int(k == allowed) for k in range(3)]
-        try:
-            with PolicyClient(served) as c:
-                for _ in range(5):
-                    out = c.act("grid", {"a0": masked(ONE_HOT, mask), "a1": masked(ONE_HOT, mask)})
-                    results.setdefault(i, []).append((allowed, out))
-        except (OSError, ServeError) as e:
-            errors.append(e)
+        return allowed, c.act("grid", {"a0": masked(ONE_HOT, mask), "a1": masked(ONE_HOT, mask)})
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(24)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = concurrently(served, clients=24, calls=5, call=ask)
     assert not errors
     assert sum(len(v) for v in results.values()) == 24 * 5
     for answers in results.values():
