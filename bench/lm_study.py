@@ -11,6 +11,8 @@ each arm with 95% bootstrap intervals (resampling seeds, then tasks) and of the
 difference.
 
     .venv/bin/python bench/lm_study.py [--student tiny|smollm2] [--seeds 0,1,2] [--real 5]
+
+The defaults are the tiny-student run reported in docs/web.md.
 """
 
 from __future__ import annotations
@@ -55,14 +57,14 @@ def main() -> None:
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--trace-episodes", type=int, default=100, help="teacher episodes per task")
-    p.add_argument("--bc-iterations", type=int, default=30, help="BC steps to the branch point")
+    p.add_argument("--bc-iterations", type=int, default=40, help="BC steps to the branch point")
     p.add_argument("--bc-lr", type=float, default=3e-3)
     p.add_argument("--bc-batch", type=int, default=32, help="BC turns per step")
     p.add_argument("--grpo-iterations", type=int, default=10)
-    p.add_argument("--grpo-lr", type=float, default=1e-3)
-    p.add_argument("--groups", type=int, default=8, help="GRPO groups per iteration")
-    p.add_argument("--epochs", type=int, default=4, help="GRPO passes per iteration")
-    p.add_argument("--minibatch", type=int, default=16, help="GRPO turns per step")
+    p.add_argument("--grpo-lr", type=float, default=3e-4)
+    p.add_argument("--groups", type=int, default=4, help="GRPO groups per iteration")
+    p.add_argument("--epochs", type=int, default=2, help="GRPO passes per iteration")
+    p.add_argument("--minibatch", type=int, default=32, help="GRPO turns per step")
     p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--episodes", type=int, default=32, help="held-out seeds per task (twin)")
     p.add_argument("--real", type=int, default=0, help="held-out seeds per task (real pages)")
