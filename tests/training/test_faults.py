@@ -62,7 +62,7 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
         "--algo",
         "ippo",
         "--iterations",
-        "6",
+        "12",
         "--env-runners",
         "1",
         "--out",
@@ -96,11 +96,12 @@ def test_a_killed_env_runner_is_reported_and_its_iterations_do_not_count(tmp_pat
     proc.wait()
     text = log.read_text()
     assert killed and proc.returncode == 0, text[-2000:]
-    assert done_at_kill <= 4, f"{done_at_kill} of 6 iterations done before the kill"
+    # 12 iterations leave room for a loaded machine that polls late (5 of 6 were once done)
+    assert done_at_kill <= 10, f"{done_at_kill} of 12 iterations done before the kill"
     assert "an EnvRunner was lost and restarted" in text
     with metrics.open() as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [int(r["iteration"]) for r in rows] == list(range(1, 13))
     steps = [int(r["env_steps"]) for r in rows]
     assert all(b > a for a, b in zip(steps[:-1], steps[1:], strict=True)), steps
 
