@@ -16,6 +16,7 @@ B copies of the PettingZoo env otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -70,8 +71,14 @@ class EnvSpec:
 
     def allowed_args(self) -> list[str]:
         """Keyword arguments ``make`` accepts for this id (those not fixed by the id)."""
-        params = inspect.signature(self.load_factory()).parameters
-        return [p for p in params if p not in self.kwargs and p != "render_mode"]
+        factory = self.load_factory()
+        params = inspect.signature(factory).parameters
+        named = [p for p, v in params.items() if v.kind != inspect.Parameter.VAR_KEYWORD]
+        # A factory taking ``**options`` names them with a dataclass in its ``options``.
+        options = getattr(factory, "options", None)
+        if dataclasses.is_dataclass(options):
+            named += [f.name for f in dataclasses.fields(options)]
+        return [p for p in named if p not in self.kwargs and p != "render_mode"]
 
     def load_factory(self) -> Callable[..., ParallelEnv]:
         return self._load(self.factory)

@@ -1,7 +1,8 @@
 """SMAC battles on a vectorised NumPy re-implementation of SMAC's micromanagement game.
 
 Every SMAC v1 map is ``smac/<map>-v0`` and every SMACv2 scenario
-``smacv2/<race>_<N>_vs_<M>-v0``; keyword arguments of ``envs.make`` are ``reward_sparse``.
+``smacv2/<race>_<N>_vs_<M>-v0``; keyword arguments of ``envs.make`` are SMAC's options
+(``envs.smac.core.BattleOptions``).
 The interface (actions, masks, observation and state features, reward, episode limit) is
 SMAC's; the mechanics and their sources are described in ``envs.smac.core``.
 

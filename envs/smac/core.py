@@ -31,6 +31,9 @@ leave units out of combat that long).
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
@@ -43,7 +46,6 @@ from envs.vector import VectorEnv, VectorStep, single_group
 DT = 1.0 / U_.FRAMES_PER_SECOND
 N_ACTIONS_NO_ATTACK = 6
 SIGHT_RANGE_V1, SHOOT_RANGE_V1 = 9.0, 6.0
-REWARD_DEATH, REWARD_WIN, REWARD_SCALE = 10.0, 200.0, 20.0
 # Order kinds.
 NONE, IDLE, MOVE, ATTACK, HEAL, AMOVE = range(6)
 # Move offsets of actions 2-5: north (+y), south, east (+x), west.
@@ -51,6 +53,65 @@ MOVES = np.array([1j, -1j, 1, -1], np.complex64)
 EPS = 1e-5
 FAR = -1e5  # where the dead are parked (each at its own spot, 10 apart)
 _clip = np._core.umath.clip  # the ufunc itself, without np.clip's Python wrapper
+
+
+@dataclass(frozen=True)
+class BattleOptions:
+    """SMAC's (and SMACv2's) environment options, with their names and defaults
+    (``smac/env/starcraft2/starcraft2.py``, ``StarCraft2Env.__init__``); pass any of them to
+    ``envs.make`` / ``BattleBatch`` as keywords.
+
+    Args:
+        reward_sparse: +1 win, -1 loss, 0 otherwise (also scaled when ``reward_scale``).
+        reward_only_positive: only the damage dealt counts (v1 takes its absolute value,
+            SMACv2 clips it at 0); False also subtracts ``reward_negative_scale`` x (damage
+            taken + ``reward_death_value`` per agent lost).
+        reward_scale: divide the reward by ``max_reward / reward_scale_rate``.
+        reward_scale_per_episode: SMACv2 only; scale each episode by its own enemy team, so a
+            win is worth exactly ``reward_scale_rate`` (SMACv2 itself fixes the scale from the
+            first episode's enemies, the default here).
+        obs_last_action: each visible ally's last action (one-hot) in the observation.
+        obs_timestep_number / state_timestep_number: the episode's step / limit appended.
+        state_last_action: every agent's last action in the state.
+        terminate_at_limit: SMAC ends an episode at its limit with ``terminated``; Arena's
+            default is ``truncated`` (a time-out is not a terminal state for the critic).
+        prob_obs_enemy: SMACv2 only; when an agent first sees an enemy, each other agent is
+            told about it with this probability, else never sees it (0.0 = SMACv2's EPO).
+    """
+
+    reward_sparse: bool = False
+    reward_only_positive: bool = True
+    reward_death_value: float = 10.0
+    reward_win: float = 200.0
+    reward_defeat: float = 0.0
+    reward_negative_scale: float = 0.5
+    reward_scale: bool = True
+    reward_scale_rate: float = 20.0
+    reward_scale_per_episode: bool = False
+    obs_last_action: bool = False
+    obs_timestep_number: bool = False
+    state_last_action: bool = True
+    state_timestep_number: bool = False
+    terminate_at_limit: bool = False
+    prob_obs_enemy: float = 1.0
+
+    @classmethod
+    def of(cls, options: dict, v2: bool) -> BattleOptions:
+        """Checked options: an unknown name, a SMACv2-only option on a v1 map or a value out of
+        range is a ValueError naming it and what is allowed."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise ValueError(f"unknown SMAC option(s) {unknown}; allowed: {', '.join(names)}")
+        opt = cls(**options)
+        v2_only = [n for n in ("reward_scale_per_episode", "prob_obs_enemy") if n in options]
+        if v2_only and not v2 and options.get(v2_only[0]) != getattr(cls, v2_only[0]):
+            raise ValueError(f"{v2_only[0]} is a SMACv2 option; this is a SMAC v1 map")
+        if not 0.0 <= opt.prob_obs_enemy <= 1.0:
+            raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
+        if opt.reward_scale and opt.reward_scale_rate <= 0:
+            raise ValueError(f"reward_scale_rate must be > 0, got {opt.reward_scale_rate}")
+        return opt
 
 
 def action_name(action: int, medivac: bool = False) -> str:
@@ -68,27 +129,30 @@ class BattleBatch(VectorEnv):
         num_envs: B.
         seed: battle i is first reset with ``seed + i``; later resets continue its own RNG.
         map_name: a SMAC v1 map or SMACv2 scenario (``envs.smac.maps.spec_of``).
-        reward_sparse: +1 win, -1 loss, 0 otherwise instead of SMAC's dense reward.
         auto_reset: reset a battle inside ``step`` when it ends (the training sampler's
             contract); the PettingZoo env turns it off. Without it, a finished battle's
             agents may only no-op until the next ``reset``, so a batch steps on as one.
+        options: SMAC's environment options, :class:`BattleOptions`.
     """
+
+    options = BattleOptions  # the keyword options ``envs.make`` accepts besides the signature
 
     def __init__(
         self,
         num_envs: int,
         seed: int | None = None,
         map_name: str = "3m",
-        reward_sparse: bool = False,
         auto_reset: bool = True,
+        **options,
     ):
         self.spec: MapSpec = spec_of(map_name)
         self.num_envs = B = num_envs
         self.n_allies, self.n_enemies = A, E = self.spec.n_allies, self.spec.n_enemies
         self.n_units = Un = A + E
         self.n_actions = N_ACTIONS_NO_ATTACK + E
-        self.reward_sparse, self.auto_reset = reward_sparse, auto_reset
         self.v2 = self.spec.procedural
+        self.opt = opt = BattleOptions.of(options, self.v2)
+        self.auto_reset = auto_reset
         self.agents = tuple(f"agent_{i}" for i in range(A))
         self.type_bits = self.spec.type_bits
         self.shield_ally = int(self.spec.shields("allies"))
@@ -101,11 +165,14 @@ class BattleBatch(VectorEnv):
         # SMAC's feature sizes.
         self.nf_enemy = 4 + 1 + self.shield_enemy + self.type_bits
         self.nf_ally = 4 + 1 + self.shield_ally + self.type_bits
+        self.nf_ally += self.n_actions * opt.obs_last_action
         self.nf_own = 1 + self.shield_ally + self.type_bits + (2 if self.v2 else 0)
         obs_dim = 4 + E * self.nf_enemy + (A - 1) * self.nf_ally + self.nf_own
+        obs_dim += opt.obs_timestep_number
         self.nf_state_ally = 4 + self.shield_ally + self.type_bits
         self.nf_state_enemy = 3 + self.shield_enemy + self.type_bits
-        state_dim = A * self.nf_state_ally + E * self.nf_state_enemy + A * self.n_actions
+        state_dim = A * self.nf_state_ally + E * self.nf_state_enemy
+        state_dim += A * self.n_actions * opt.state_last_action + opt.state_timestep_number
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
         self.state_space = gym.spaces.Box(-1.0, 1.0, (state_dim,), np.float32)
         self.action_space = gym.spaces.Discrete(self.n_actions)
@@ -148,6 +215,8 @@ class BattleBatch(VectorEnv):
         self.period = z(np.int64)
         self.stride, self.stride0 = z(), z()
         self._typed = False
+        # v1: the map script attack-moves the enemy; SMACv2's trigger gives orders per step
+        # (its medivacs, which cannot take an attack order, follow their team).
         self._start_kind = np.r_[np.full(A, IDLE), np.full(E, AMOVE)].astype(np.int8)
         # Flat gathers ([B*U] rows of [B*U, U] views) are cheaper than take_along_axis.
         self._flat = np.arange(B * Un)
@@ -163,6 +232,11 @@ class BattleBatch(VectorEnv):
         self.push_share = zz()  # how much of an overlap unit i gives way (0.5, 1 or 0)
         self.raw = zz()  # damage of one swing of i on j before armor (attacks x raw)
         self.max_reward = np.ones(B, f32)
+        self._scaled = np.zeros(B, bool)  # whether battle b's reward scale is fixed
+        # SMACv2's prob_obs_enemy: enemies seen so far, and who was told about each.
+        self._spotted = np.zeros((B, E), bool)
+        self._told_to = np.ones((B, A, E), bool)
+        self._obs_rng = np.random.default_rng(seed)
         self._last_mask: np.ndarray | None = None
         self.info: dict[str, np.ndarray] = {}
 
@@ -199,14 +273,19 @@ class BattleBatch(VectorEnv):
         self.target[rows] = 0
         self.goal[rows] = self.point[rows][:, None]
         self.fired_at[rows] = -1
+        self._spotted[rows] = False
+        self._told_to[rows] = self.opt.prob_obs_enemy >= 1.0
         self.t[rows] = 0
         self.over[rows] = False
         self.last_action[rows] = 0
-        self.max_reward[rows] = (
-            self.n_enemies * REWARD_DEATH
-            + REWARD_WIN
-            + (self.hp_max[rows, A:] + self.sh_max[rows, A:]).sum(1)
+        # SMACv2 fixes the reward scale from a battle's first episode (its enemy team then).
+        rescale = rows if self.opt.reward_scale_per_episode else rows[~self._scaled[rows]]
+        self.max_reward[rescale] = (
+            self.n_enemies * self.opt.reward_death_value
+            + self.opt.reward_win
+            + (self.hp_max[rescale, A:] + self.sh_max[rescale, A:]).sum(1)
         )
+        self._scaled[rows] = True
         self._refresh()
 
     def _set_types(self, rows: np.ndarray) -> None:
@@ -217,7 +296,7 @@ class BattleBatch(VectorEnv):
         self.hp_max[rows], self.sh_max[rows] = TABLE.hp[ty], TABLE.shield[ty]
         self.armor[rows], self.speed[rows] = TABLE.armor[ty], TABLE.speed[ty]
         self.radius[rows], self.reach[rows] = TABLE.radius[ty], TABLE.range[ty] + EPS
-        self.n_attacks[rows], self.cd_norm[rows] = TABLE.attacks[ty], TABLE.cooldown_norm[ty]
+        self.n_attacks[rows], self.cd_norm[rows] = TABLE.attacks[ty], TABLE.state_cooldown[ty]
         self.period[rows] = TABLE.cooldown_frames[ty]
         self.stride0[rows] = TABLE.speed[ty] * DT
         r = TABLE.radius[ty]
@@ -260,6 +339,8 @@ class BattleBatch(VectorEnv):
         B = self.num_envs
         if seed is not None:
             self._rngs = [seeding.np_random(seed + i)[0] for i in range(B)]
+            self._scaled[:] = False  # a seeded reset replays from the first episode
+            self._obs_rng = np.random.default_rng(seed)
         self._new_battles(np.arange(B))
         obs, state, mask = self._observe()
         zeros = np.zeros((B, self.n_allies), np.float32)
@@ -319,7 +400,27 @@ class BattleBatch(VectorEnv):
                 centre = (self.pos[:, cols] * w).sum(1) / np.maximum(w.sum(1), 1)
                 follow = (self.kind == AMOVE) & self.is_medivac & cols
                 self.goal = np.where(follow, centre[:, None], self.goal)
+        if self.v2:
+            self._v2_enemy_orders()
         self._refresh()
+
+    def _v2_enemy_orders(self) -> None:
+        """SMACv2's enemy AI (the 32x32_flat map's periodic trigger, every 0.5 game s = one
+        agent step): each enemy without a live target is ordered to attack the ally closest to
+        it, wherever that ally is, and keeps that target until it dies."""
+        A, B, Un = self.n_allies, self.num_envs, self.n_units
+        alive = self.alive
+        target_alive = alive.ravel()[(self._base + self.target).ravel()].reshape(B, Un)
+        free = alive & self.can_fire & ~((self.kind == ATTACK) & target_alive)
+        free[:, :A] = False
+        if not free.any():
+            return
+        d = np.abs(self.pos[:, A:, None] - self.pos[:, None, :A])
+        d = np.where(self.candidates[:, A:, :A] & alive[:, None, :A], d, np.inf)
+        closest = d.argmin(-1)
+        free[:, A:] &= np.isfinite(d.min(-1))
+        self.kind[free] = ATTACK
+        self.target[free] = closest[free[:, A:]]
 
     def _refresh(self) -> None:
         """What follows from the orders: explicit targets, acquisition ranges, walking goals."""
@@ -487,6 +588,27 @@ class BattleBatch(VectorEnv):
         np.add.at(self.hp, (bi, ti), amount)
         self.energy[bi, ui] -= amount / U_.MEDIVAC_HP_PER_ENERGY
 
+    def _reward(self, before, was_alive, won, lost) -> np.ndarray:
+        """SMAC's reward of the step (``reward_battle`` and ``step``) for each battle ``[B]``."""
+        opt, A = self.opt, self.n_allies
+        if opt.reward_sparse:
+            reward = won * 1.0 - lost
+        else:
+            lost_hp = np.where(was_alive, before - self.hp - self.sh, 0.0)
+            died = was_alive & ~self.alive
+            dealt = lost_hp[:, A:].sum(1) + died[:, A:].sum(1) * opt.reward_death_value
+            if opt.reward_only_positive:
+                # Enemy heals and shield regeneration make ``dealt`` negative: SMAC takes the
+                # absolute value, SMACv2 clips it at 0.
+                reward = np.maximum(dealt, 0.0) if self.v2 else np.abs(dealt)
+            else:
+                taken = lost_hp[:, :A].sum(1) + died[:, :A].sum(1) * opt.reward_death_value
+                reward = dealt - opt.reward_negative_scale * taken
+            reward = reward + won * opt.reward_win + lost * opt.reward_defeat
+        if opt.reward_scale:
+            reward = reward / (self.max_reward / opt.reward_scale_rate)
+        return reward
+
     # -- the agents' view ---------------------------------------------------------------------
 
     def _observe(self):
@@ -527,18 +649,27 @@ class BattleBatch(VectorEnv):
         unit_shield = np.broadcast_to(sh[:, None, :, None], (*shape, 1))
         onehot = np.broadcast_to(self.onehot[:, None], (*shape, self.type_bits))
 
-        def feats(cols, shields, first):
+        def feats(cols, shields, first, *extra):
             parts = [first, *(p[:, :, cols] for p in unit)]
             if shields:
                 parts.append(unit_shield[:, :, cols])
             parts.append(onehot[:, :, cols])
-            return np.concatenate(parts, -1)
+            return np.concatenate([*parts, *extra], -1)
 
+        last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]  # [B, A, n]
+        if self.opt.prob_obs_enemy < 1.0:
+            visible[:, :, A:] &= self._told(visible[:, :, A:])
         enemy = feats(slice(A, None), self.shield_enemy, mask[:, :, 6:, None])
         enemy *= visible[:, :, A:, None]
         rows = np.arange(A)[:, None]
         seen = visible[:, rows, self._others][..., None]
-        ally = feats(slice(0, A), self.shield_ally, visible[:, :, :A, None].astype(f32))
+        extra = [np.broadcast_to(last[:, None], (B, A, A, self.n_actions))]
+        ally = feats(
+            slice(0, A),
+            self.shield_ally,
+            visible[:, :, :A, None].astype(f32),
+            *(extra if self.opt.obs_last_action else []),
+        )
         ally = ally[:, rows, self._others] * seen
         own = [hp[:, :A, None]]
         if self.shield_ally:
@@ -547,13 +678,16 @@ class BattleBatch(VectorEnv):
             own += [me.real[..., None] / MAP_SIZE, me.imag[..., None] / MAP_SIZE]
         own.append(self.onehot[:, :A])
         own = np.concatenate(own, -1) * me_alive[..., None]
+        progress = np.broadcast_to((self.t / self.spec.limit)[:, None, None], (B, A, 1))
         obs = np.concatenate(
-            [mask[:, :, 2:6], enemy.reshape(B, A, -1), ally.reshape(B, A, -1), own], -1
+            [mask[:, :, 2:6], enemy.reshape(B, A, -1), ally.reshape(B, A, -1), own]
+            + [progress] * self.opt.obs_timestep_number,
+            -1,
         )
 
         # State: allies, enemies (zeros when dead), then every agent's last action.
         centred = (self.pos - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
-        cooldown = np.maximum(self.ready_at - self.clock, 0) * DT / self.cd_norm
+        cooldown = np.maximum(self.ready_at - self.clock, 0) / self.cd_norm
         wpn = np.where(self.is_medivac, self.energy / U_.MEDIVAC_ENERGY_MAX, cooldown)
         al = [hp[:, :A], wpn[:, :A], centred.real[:, :A], centred.imag[:, :A]]
         en = [hp[:, A:], centred.real[:, A:], centred.imag[:, A:]]
@@ -563,13 +697,30 @@ class BattleBatch(VectorEnv):
             en.append(sh[:, A:])
         al = np.concatenate([np.stack(al, -1), self.onehot[:, :A]], -1) * me_alive[..., None]
         en = np.concatenate([np.stack(en, -1), self.onehot[:, A:]], -1) * alive[:, A:, None]
-        last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]
-        state = np.concatenate([al.reshape(B, -1), en.reshape(B, -1), last.reshape(B, -1)], -1)
+        state = [al.reshape(B, -1), en.reshape(B, -1)]
+        state += [last.reshape(B, -1)] * self.opt.state_last_action
+        state += [progress[:, 0]] * self.opt.state_timestep_number
+        state = np.concatenate(state, -1)
         if self.over.any():  # a finished battle waits for its reset: no-ops only
             mask[self.over] = 0
             mask[self.over, :, 0] = 1
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
+
+    def _told(self, sees: np.ndarray) -> np.ndarray:
+        """SMACv2's ``prob_obs_enemy``: the first agent to see an enemy (the lowest index among
+        those seeing it first) tells each other agent about it with that probability; an
+        agent never told does not observe that enemy for the rest of the episode.
+        ``sees``: ``[B, A, E]``; returns who may observe whom, ``[B, A, E]``."""
+        new = sees.any(1) & ~self._spotted  # [B, E]
+        if new.any():
+            b, e = np.nonzero(new)
+            first = sees[b, :, e].argmax(1)
+            told = self._obs_rng.random((len(b), self.n_allies)) < self.opt.prob_obs_enemy
+            told[np.arange(len(b)), first] = True
+            self._told_to[b, :, e] = told
+            self._spotted |= new
+        return self._told_to
 
     # -- stepping -----------------------------------------------------------------------------
 
@@ -581,8 +732,8 @@ class BattleBatch(VectorEnv):
         actions = np.asarray(actions).reshape(B, A).astype(np.int64)
         self._check(actions)
         self._apply_orders(actions)
-        before = self.hp[:, A:] + self.sh[:, A:]
-        was_alive = self.alive[:, A:].copy()
+        before = self.hp + self.sh
+        was_alive = self.alive.copy()
         for _ in range(U_.STEP_MUL):
             self._frame()
         self.t += 1
@@ -590,17 +741,16 @@ class BattleBatch(VectorEnv):
         body = alive & ~self.is_medivac  # a team of medivacs alone has lost (SMAC's rule)
         allies_left, enemies_left = body[:, :A].any(1), body[:, A:].any(1)
         won = allies_left & ~enemies_left
+        # SMAC: on maps with medivacs a team with none but medivacs left has lost, even when the
+        # enemy died in the same step; elsewhere that is a draw.
+        lost = ~allies_left & (enemies_left | self.has_medivac)
         terminated = ~allies_left | ~enemies_left
-        truncated = ~terminated & (self.t >= self.spec.limit)
-        if self.reward_sparse:
-            reward = won * 1.0 - (~allies_left & enemies_left)
+        at_limit = ~terminated & (self.t >= self.spec.limit)
+        if self.opt.terminate_at_limit:
+            terminated, truncated = terminated | at_limit, np.zeros_like(at_limit)
         else:
-            after = self.hp[:, A:] + self.sh[:, A:]
-            damage = np.where(was_alive, before - after, 0.0).sum(1)
-            kills = (was_alive & ~alive[:, A:]).sum(1) * REWARD_DEATH
-            # SMAC's reward_only_positive takes the absolute value (enemy heals count too).
-            reward = np.abs(damage + kills) + won * REWARD_WIN
-            reward = reward / self.max_reward * REWARD_SCALE
+            truncated = at_limit
+        reward = self._reward(before, was_alive, won, lost)
         rewards = np.repeat(reward.astype(np.float32)[:, None], A, 1)
         done = terminated | truncated
         if not self.auto_reset:
@@ -610,7 +760,7 @@ class BattleBatch(VectorEnv):
             "battle_won": won,
             "dead_allies": (~alive[:, :A]).sum(1),
             "dead_enemies": (~alive[:, A:]).sum(1),
-            "episode_limit": truncated,
+            "episode_limit": at_limit,
         }
         final_obs, final_state = obs, state
         if self.auto_reset and done.any():

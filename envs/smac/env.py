@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo import ParallelEnv
 
-from envs.smac.core import BattleBatch
+from envs.smac.core import BattleBatch, BattleOptions
 
 
 class SMACEnv(ParallelEnv):
@@ -18,9 +18,12 @@ class SMACEnv(ParallelEnv):
 
     Args:
         map_name: e.g. ``"3m"``, ``"MMM2"``, ``"protoss_5_vs_5"``.
-        reward_sparse: +1 win, -1 loss, 0 otherwise instead of the dense reward.
         render_mode: ``"rgb_array"`` or None.
+        options: SMAC's environment options (``envs.smac.core.BattleOptions``), e.g.
+            ``reward_sparse=True`` or ``obs_last_action=True``.
     """
+
+    options = BattleOptions
 
     metadata = {
         "name": "smac",
@@ -29,10 +32,10 @@ class SMACEnv(ParallelEnv):
         "render_fps": 8,
     }
 
-    def __init__(self, map_name: str = "3m", reward_sparse: bool = False, render_mode=None):
+    def __init__(self, map_name: str = "3m", render_mode=None, **options):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
-        self.core = BattleBatch(1, map_name=map_name, reward_sparse=reward_sparse, auto_reset=False)
+        self.core = BattleBatch(1, map_name=map_name, auto_reset=False, **options)
         self.map_name, self.render_mode = map_name, render_mode
         self.metadata = {**self.metadata, "name": f"smac_{map_name}"}
         self.possible_agents = list(self.core.agents)

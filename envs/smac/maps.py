@@ -43,6 +43,9 @@ V2_SIZES = {
     "20_vs_23": (20, 23),
 }
 V2_MIN_ATTACK_RANGE = 2.0
+V2_SURROUND_OFFSET = 2.0  # surrounded enemies stop this far short of the centre per axis
+_CORNERS = np.array([(0, 0), (0, 1), (1, 1), (1, 0)])  # SMACv2's diagonals 0-3
+_V2_RANK = {name: i for i, name in enumerate(sorted(n for t in V2_TYPES.values() for n in t))}
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,11 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
         # SMACv2 mirrors the allies' team for the enemies and samples any extra enemies.
         ally_types = _v2_team(spec.race, spec.n_allies, rng)
         extra = _v2_team(spec.race, spec.n_enemies - spec.n_allies, rng)
-        enemy_types = np.concatenate([ally_types, extra])
-        ally_pos, enemy_pos = _v2_starts(ally_types, enemy_types, rng)
+        enemy_types = np.concatenate([ally_types, extra])[: spec.n_enemies]
+        ally_pts, enemy_pts = v2_spawn_points(len(ally_types), len(enemy_types), rng)
+        ally_pos, enemy_pos = place(ally_types, ally_pts, rng), place(enemy_types, enemy_pts, rng)
+        order = _v2_agent_order(ally_types, ally_pos)
+        ally_types, ally_pos = ally_types[order], ally_pos[order]
         point = ally_pos.mean(0)
     types = np.concatenate([ally_types, enemy_types]).astype(np.int64)
     pos = np.clip(np.concatenate([ally_pos, enemy_pos]), 0.5, MAP_SIZE - 0.5)
@@ -232,26 +238,50 @@ def _v2_team(race: str, n: int, rng: np.random.Generator) -> np.ndarray:
             return team
 
 
-def _v2_starts(ally_types, enemy_types, rng):
-    """SMACv2's "surrounded_and_reflect": with p = 0.5 the allies stand in the centre and the
-    enemies come in 2-4 groups from around them; otherwise the teams start mirrored across the
-    map's vertical centre line."""
-    centre = MAP_SIZE / 2
-    if rng.random() < 0.5:
-        ally_pos = group_positions(ally_types, (centre, centre), rng)
-        k = int(rng.integers(2, 5))
-        base = rng.uniform(0, 2 * math.pi)
-        groups = np.array_split(np.arange(len(enemy_types)), k)
-        enemy_pos = np.empty((len(enemy_types), 2), np.float32)
-        for g, idx in enumerate(groups):
-            angle = base + 2 * math.pi * g / k
-            c = (centre + 9 * math.cos(angle), centre + 9 * math.sin(angle))
-            enemy_pos[idx] = group_positions(enemy_types[idx], c, rng)
-        return ally_pos, enemy_pos
-    c = (rng.uniform(5, 11), rng.uniform(6, MAP_SIZE - 6))
-    ally_pos = group_positions(ally_types, c, rng)
-    enemy_pos = group_positions(enemy_types, (MAP_SIZE - c[0], c[1]), rng, mirror=True)
-    return ally_pos, enemy_pos
+def v2_spawn_points(n: int, m: int, rng: np.random.Generator):
+    """The spawn points ``[n, 2]``, ``[m, 2]`` of SMACv2's "surrounded_and_reflect" starts
+    (smacv2/env/starcraft2/distributions.py), p = 0.5 each:
+
+    - reflect: each ally uniform on x in [0, 15], y in [0, 32]; enemy i at the mirror image of
+      ally i across x = 16; extra enemies uniform on the right half;
+    - surrounded: all allies on the centre; the enemies split into 1-4 groups (sizes from a
+      uniform multinomial, so a group may be empty) on distinct diagonals, each group on one
+      point a uniform fraction of the way from its corner to 2 short of the centre per axis.
+    """
+    half = MAP_SIZE / 2
+    if rng.random() > 0.5:
+        ally = np.full((n, 2), half)
+        n_groups = int(rng.integers(1, 5))
+        sizes = rng.multinomial(m, np.full(n_groups, 1 / n_groups))
+        fraction = rng.uniform(size=n_groups)
+        diagonals = rng.choice(4, size=n_groups, replace=False)
+        corner = _CORNERS[diagonals] * MAP_SIZE
+        inner = half + (2 * _CORNERS[diagonals] - 1) * V2_SURROUND_OFFSET
+        points = inner * fraction[:, None] + corner * (1 - fraction[:, None])
+        return ally, np.repeat(points, sizes, axis=0)
+    ally = rng.uniform((0, 0), (half - 1, MAP_SIZE), size=(n, 2))
+    k = min(n, m)
+    extra = rng.uniform((half, 0), (MAP_SIZE, MAP_SIZE), size=(m - k, 2))
+    return ally, np.r_[np.c_[MAP_SIZE - ally[:k, 0], ally[:k, 1]], extra]
+
+
+def place(types: np.ndarray, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Positions for units asked to spawn on ``points``: units sharing a point stand around it
+    in a compact formation, as SC2 places units it cannot stack."""
+    pos = np.asarray(points, np.float32).copy()
+    _, group = np.unique(points, axis=0, return_inverse=True)
+    for g in np.unique(group):
+        idx = np.flatnonzero(group == g)
+        if len(idx) > 1:
+            pos[idx] = group_positions(types[idx], points[idx[0]], rng)
+    return pos
+
+
+def _v2_agent_order(types: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """SMACv2 numbers the agents by (unit type id, x, y); the agents' unit ids follow their
+    names' alphabetical order (baneling < colossus < ... < zergling)."""
+    rank = np.array([_V2_RANK[UNIT_TYPES[t].name] for t in types])
+    return np.lexsort((pos[:, 1], pos[:, 0], rank))
 
 
 def parse_v1_maps(text: str) -> list[str]:

@@ -49,26 +49,32 @@ class UnitType:
     hits_air: bool = False
     hits_ground: bool = True
     sight: float = 9.0  # SC2 sight, used by SMACv2's per-unit ranges
+    # SMAC's state divides a unit's weapon cooldown (game loops) by this per-type constant
+    # (``unit_max_cooldown``, 15 for a type it does not list).
+    state_cooldown: float = 15.0
 
 
 # One row a line.
 # fmt: off
 UNIT_TYPES: tuple[UnitType, ...] = (
-    UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True),
+    UnitType("marine", "T", 45, 0, 0, 6, 1, 0.61, 5, 3.15, 0.375, LIGHT | BIO, hits_air=True,
+             state_cooldown=15),
     UnitType("marauder", "T", 125, 0, 1, 10, 1, 1.07, 6, 3.15, 0.5625, ARMORED | BIO,
-             bonus=10, bonus_vs=ARMORED, sight=10),
+             bonus=10, bonus_vs=ARMORED, sight=10, state_cooldown=25),
     UnitType("medivac", "T", 150, 0, 1, 12.6, 0, 0.0, 4, 3.5, 0.75, ARMORED | MECH | AIR,
-             hits_ground=False, sight=11),
+             hits_ground=False, sight=11, state_cooldown=200),
     UnitType("stalker", "P", 80, 80, 1, 13, 1, 1.34, 6, 4.13, 0.625, ARMORED | MECH,
-             bonus=5, bonus_vs=ARMORED, hits_air=True, sight=10),
-    UnitType("zealot", "P", 100, 50, 1, 8, 2, 0.86, 0.1, 3.15, 0.5, LIGHT | BIO),
+             bonus=5, bonus_vs=ARMORED, hits_air=True, sight=10, state_cooldown=35),
+    UnitType("zealot", "P", 100, 50, 1, 8, 2, 0.86, 0.1, 3.15, 0.5, LIGHT | BIO,
+             state_cooldown=22),
     UnitType("colossus", "P", 200, 150, 1, 10, 2, 1.07, 7, 3.15, 1.0, ARMORED | MECH,
-             bonus=5, bonus_vs=LIGHT, sight=10),
-    UnitType("zergling", "Z", 35, 0, 0, 5, 1, 0.497, 0.1, 4.13, 0.375, LIGHT | BIO, sight=8),
+             bonus=5, bonus_vs=LIGHT, sight=10, state_cooldown=24),
+    UnitType("zergling", "Z", 35, 0, 0, 5, 1, 0.497, 0.1, 4.13, 0.375, LIGHT | BIO, sight=8,
+             state_cooldown=11),
     UnitType("hydralisk", "Z", 90, 0, 0, 12, 1, 0.59, 5, 3.15, 0.625, LIGHT | BIO,
-             hits_air=True),
+             hits_air=True, state_cooldown=10),
     UnitType("baneling", "Z", 30, 0, 0, 16, 1, 0.0, 0.25, 3.5, 0.375, BIO,
-             bonus=19, bonus_vs=LIGHT, sight=8),
+             bonus=19, bonus_vs=LIGHT, sight=8, state_cooldown=1),
     UnitType("spine_crawler", "Z", 300, 0, 2, 25, 1, 1.32, 7, 0.0, 1.0, ARMORED | STRUCTURE,
              bonus=5, bonus_vs=ARMORED, sight=11),
 )
@@ -121,8 +127,7 @@ class Table:
         can_hit &= col("attacks")[:, None] > 0
         self.raw = np.where(can_hit, raw, 0.0).astype(np.float32)
         self.can_hit = can_hit
-        # SMAC normalises the weapon cooldown in the state by the unit's full cooldown.
-        self.cooldown_norm = np.where(self.cooldown > 0, self.cooldown, 1.0).astype(np.float32)
+        self.state_cooldown = col("state_cooldown")
         # The core counts cooldowns in whole game frames, as SC2 does.
         self.cooldown_frames = np.maximum(np.rint(self.cooldown * FRAMES_PER_SECOND), 1).astype(
             np.int64

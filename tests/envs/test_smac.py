@@ -17,6 +17,7 @@ from envs.smac.maps import (
     V2_TYPE_PROBS,
     V2_TYPES,
     sample_battle,
+    v2_spawn_points,
 )
 
 # Reference numbers, written down from SMAC's and SMACv2's own sources (github.com/oxwhirl/smac
@@ -455,7 +456,8 @@ def test_smacv2_samples_unit_types_with_its_probabilities_and_per_unit_ranges():
     pool = [U.INDEX[n] for n in V2_TYPES["zerg"]]
     for _ in range(400):
         types, pos, _ = sample_battle(spec, rng)
-        assert len(types) == 21 and (types[:10] == types[10:20]).all()  # mirrored teams
+        # mirrored teams; the agents are numbered by unit type (SMACv2), the enemies are not
+        assert len(types) == 21 and (np.sort(types[:10]) == np.sort(types[10:20])).all()
         counts += [(types[:10] == p).sum() for p in pool]
     freq = counts / counts.sum()
     np.testing.assert_allclose(freq, V2_TYPE_PROBS, atol=0.03)
@@ -475,21 +477,55 @@ def test_smacv2_never_fields_a_group_of_medivacs_or_banelings_alone():
         assert {U.UNIT_TYPES[t].name for t in extra} == set(V2_TYPES[race]) - {never}
 
 
-def test_smacv2_start_positions_are_surrounded_or_reflected():
-    spec = SMACV2_SCENARIOS["terran_5_vs_5"]
-    rng = np.random.default_rng(1)
-    kinds = set()
-    for _ in range(60):
+# Nearest ally-enemy distance at the start: mean and 10th/50th/90th percentiles of SMACv2's own
+# ``SurroundedPositionDistribution`` / ``ReflectPositionDistribution`` (smacv2/env/starcraft2/
+# distributions.py at 577ab5a, run as it is, 20,000 draws each).
+SMACV2_START_DISTANCE = {
+    (5, 5, "surrounded"): (9.66, 3.78, 8.60, 17.42),
+    (5, 5, "reflect"): (6.96, 2.63, 5.87, 12.96),
+    (20, 23, "surrounded"): (9.21, 3.66, 7.98, 16.95),
+    (20, 23, "reflect"): (3.36, 2.15, 2.98, 5.10),
+}
+
+
+@pytest.mark.parametrize("n,m,kind", list(SMACV2_START_DISTANCE))
+def test_smacv2_spawn_points_follow_smacv2s_distributions(n, m, kind):
+    rng = np.random.default_rng(0)
+    nearest, groups = [], []
+    while len(nearest) < 3000:
+        ally, enemy = v2_spawn_points(n, m, rng)
+        if np.allclose(ally, 16) != (kind == "surrounded"):
+            continue
+        nearest.append(np.linalg.norm(ally[:, None] - enemy[None], axis=-1).min())
+        groups.append(len(np.unique(enemy, axis=0)))
+        if kind == "reflect":  # each ally on its own; enemy i mirrors ally i across x = 16
+            assert (ally[:, 0] <= 15).all() and len(np.unique(ally, axis=0)) == n
+            np.testing.assert_allclose(enemy[:n], np.c_[32 - ally[:, 0], ally[:, 1]])
+            assert (enemy[n:, 0] >= 16).all()
+    mean, *pct = SMACV2_START_DISTANCE[n, m, kind]
+    assert abs(np.mean(nearest) - mean) < 0.35
+    np.testing.assert_allclose(np.percentile(nearest, [10, 50, 90]), pct, atol=0.6)
+    if kind == "surrounded":  # 1-4 groups drawn uniformly, a multinomial split may empty some
+        share = np.bincount(groups, minlength=5)[1:] / len(groups)
+        assert share[:3].min() > 0.2 and 0.02 < share[3] < 0.3 if n == 5 else share.min() > 0.15
+
+
+def test_smacv2_places_units_around_a_shared_spawn_point_and_numbers_agents_by_type():
+    spec = SMACV2_SCENARIOS["protoss_20_vs_23"]
+    rng = np.random.default_rng(3)
+    surrounded = 0
+    for _ in range(20):
         types, pos, _ = sample_battle(spec, rng)
-        allies, enemies = pos[:5], pos[5:]
-        centre = allies.mean(0)
-        if np.allclose(centre, 16, atol=1.5):
-            kinds.add("surrounded")
-        else:
-            mirrored = np.array([32 - enemies[:, 0].mean(), enemies[:, 1].mean()])
-            assert np.allclose(mirrored, centre, atol=1.5)
-            kinds.add("reflect")
-    assert kinds == {"surrounded", "reflect"}
+        allies = pos[:20]
+        if np.allclose(allies.mean(0), 16, atol=0.5):  # all asked to spawn on the centre
+            surrounded += 1
+            radius = U.TABLE.radius[types[:20]]
+            gaps = np.linalg.norm(allies[:, None] - allies[None], axis=-1)
+            gaps -= radius[:, None] + radius[None]
+            assert gaps[~np.eye(20, dtype=bool)].min() > -0.5  # none stacked
+        names = [U.UNIT_TYPES[t].name for t in types[:20]]
+        assert names == sorted(names)  # colossus < stalker < zealot, as SMACv2's unit ids
+    assert surrounded >= 5
 
 
 def test_masks_dead_units_have_only_no_op_and_attacks_need_range():
