@@ -38,8 +38,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
 
+from envs.smac import terrain
 from envs.smac import units as U_
-from envs.smac.maps import MAP_SIZE, V2_MIN_ATTACK_RANGE, MapSpec, sample_battle, spec_of
+from envs.smac.maps import (
+    HOLD,
+    HUNT,
+    MAP_SIZE,
+    V2_MIN_ATTACK_RANGE,
+    MapSpec,
+    sample_battle,
+    spec_of,
+)
 from envs.smac.units import TABLE
 from envs.vector import VectorEnv, VectorStep, single_group
 
@@ -215,9 +224,25 @@ class BattleBatch(VectorEnv):
         self.period = z(np.int64)
         self.stride, self.stride0 = z(), z()
         self._typed = False
-        # v1: the map script attack-moves the enemy; SMACv2's trigger gives orders per step
-        # (its medivacs, which cannot take an attack order, follow their team).
-        self._start_kind = np.r_[np.full(A, IDLE), np.full(E, AMOVE)].astype(np.int8)
+        # The map script attack-moves the enemy (or gives it no order); where it hunts the
+        # agents (SMACv2, 2c_vs_64zg) its orders come each step, medivacs, which cannot take
+        # an attack order, follow their team.
+        self.hunt = self.v2 or self.spec.enemy_order == HUNT
+        enemy_kind = IDLE if self.spec.enemy_order == HOLD else AMOVE
+        self._start_kind = np.r_[np.full(A, IDLE), np.full(E, enemy_kind)].astype(np.int8)
+        # The ground: what each unit may walk on, and the way around obstacles.
+        layout = self.spec.terrain
+        self._walk = terrain.walkable(layout).ravel()  # [mover * 1024 + cell]
+        self._ground = terrain.pathable(layout)
+        self.has_terrain = not self._walk.all()
+        routes = [terrain.waypoints(layout, m) for m in (terrain.GROUND, terrain.CLIFF_WALKER)]
+        self._routes = None
+        if any(r is not None for r in routes):
+            self._routes = np.stack(
+                [np.arange(1024)[:, None].repeat(1024, 1) if r is None else r for r in routes]
+            ).ravel()
+        self._centres = terrain.centres().astype(np.complex64)
+        self.mover = z(np.int64)
         # Flat gathers ([B*U] rows of [B*U, U] views) are cheaper than take_along_axis.
         self._flat = np.arange(B * Un)
         self._ones = np.ones(Un, np.complex64)
@@ -305,6 +330,9 @@ class BattleBatch(VectorEnv):
         self.can_fire[rows] = TABLE.attacks[ty] > 0
         ground = ~TABLE.air[ty]
         self.ground[rows] = ground
+        self.mover[rows] = np.where(
+            ground, np.where(TABLE.is_colossus[ty], terrain.CLIFF_WALKER, terrain.GROUND), 2
+        )
         if self.v2:  # SMACv2: per-unit sight and shoot ranges
             self.sight[rows] = TABLE.sight[ty]
             self.shoot[rows] = np.maximum(TABLE.range[ty], V2_MIN_ATTACK_RANGE)
@@ -400,14 +428,15 @@ class BattleBatch(VectorEnv):
                 centre = (self.pos[:, cols] * w).sum(1) / np.maximum(w.sum(1), 1)
                 follow = (self.kind == AMOVE) & self.is_medivac & cols
                 self.goal = np.where(follow, centre[:, None], self.goal)
-        if self.v2:
-            self._v2_enemy_orders()
+        if self.hunt:
+            self._hunt()
         self._refresh()
 
-    def _v2_enemy_orders(self) -> None:
-        """SMACv2's enemy AI (the 32x32_flat map's periodic trigger, every 0.5 game s = one
-        agent step): each enemy without a live target is ordered to attack the ally closest to
-        it, wherever that ally is, and keeps that target until it dies."""
+    def _hunt(self) -> None:
+        """The enemy AI of SMACv2 (its 32x32_flat map's trigger, every 0.5 game s = one agent
+        step) and of 2c_vs_64zg (an attack order on the agents' unit group): each enemy without
+        a live target is ordered to attack the agent closest to it, wherever that agent is,
+        and keeps that target until it dies."""
         A, B, Un = self.n_allies, self.num_envs, self.n_units
         alive = self.alive
         target_alive = alive.ravel()[(self._base + self.target).ravel()].reshape(B, Un)
@@ -483,6 +512,8 @@ class BattleBatch(VectorEnv):
         chase = has_t & ~in_range & self.may_chase
         walking = chase | (self.walks_to_goal & ~has_t)
         dest = np.where(chase, pos.ravel()[(self._base + tgt).ravel()].reshape(B, Un), self.goal)
+        if self._routes is not None:
+            dest = self._route(pos, dest)
         v = dest - pos
         gap = np.abs(v)
         stride = self.stride
@@ -496,7 +527,36 @@ class BattleBatch(VectorEnv):
         x, y = pos.real.copy(), pos.imag.copy()
         _clip(x, self.lo_x, self.hi_x, out=x)
         _clip(y, self.lo_y, self.hi_y, out=y)
+        if self.has_terrain:
+            x, y = self._keep_on_ground(x, y)
         self.pos = x + 1j * y
+
+    def _route(self, pos, dest):
+        """Where a walking ground unit heads to reach ``dest``: straight there when it sees
+        it, else at the furthest cell of a shortest path around the obstacles it sees."""
+        here = terrain.cell_of(pos.real, pos.imag)
+        there = terrain.cell_of(dest.real, dest.imag)
+        mover = np.minimum(self.mover, terrain.CLIFF_WALKER)
+        via = self._routes[(mover * 1024 + there) * 1024 + here]
+        detour = (via != there) & (self.mover != terrain.AIR)
+        return np.where(detour, self._centres[via], dest)
+
+    def _keep_on_ground(self, x, y):
+        """A unit may not step onto a cell it cannot walk on: it slides along the edge (keeps
+        the move along one axis) or stays where it was."""
+        x0, y0 = self.pos.real, self.pos.imag
+        base = self.mover * 1024
+
+        def ok(a, b):
+            return self._walk[base + terrain.cell_of(a, b)] | ~self.alive
+
+        fine = ok(x, y)
+        if fine.all():
+            return x, y
+        along_x, along_y = ok(x, y0), ok(x0, y)
+        x = np.where(fine | along_x, x, x0)
+        y = np.where(fine | (~along_x & along_y), y, y0)
+        return x, y
 
     def _arrive(self, there: np.ndarray) -> None:
         """Units that reached their move point stand idle (an agent's unit holds its fire)."""
@@ -626,9 +686,12 @@ class BattleBatch(VectorEnv):
         mask = np.zeros((B, A, self.n_actions), f32)
         mask[:, :, 0] = ~me_alive
         mask[:, :, 1] = me_alive
-        probe = me[:, :, None] + MOVES * (U_.MOVE_AMOUNT / 2)  # SMAC checks half a move ahead
+        # SMAC's can_move: the cell half a move ahead is on the map and pathable, for every
+        # unit (a medivac's and a colossus's moves are masked by the ground grid too).
+        probe = me[:, :, None] + MOVES * (U_.MOVE_AMOUNT / 2)
         inside = (probe.real >= 0) & (probe.real < MAP_SIZE)
         inside &= (probe.imag >= 0) & (probe.imag < MAP_SIZE)
+        inside &= self._ground.ravel()[terrain.cell_of(probe.real, probe.imag)]
         mask[:, :, 2:6] = inside & me_alive[..., None]
         shoot = self.shoot[:, :A, None]
         attack = alive[:, None, A:] & (dist[:, :, A:] <= shoot)

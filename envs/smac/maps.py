@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envs.smac import terrain
 from envs.smac.units import INDEX, TABLE, UNIT_TYPES
 
 MAP_SIZE = 32.0
 ALLY_START = (9.0, 16.0)
 ENEMY_START = (23.0, 16.0)
+AMOVE_POINT, AMOVE_SEGMENT, HUNT, HOLD = "amove_point", "amove_segment", "hunt", "hold"
 V2_LIMIT = 200
 V2_TYPES = {
     "protoss": ("stalker", "zealot", "colossus"),
@@ -60,6 +62,13 @@ class MapSpec:
         ally_type_ids / enemy_type_ids: unit name -> one-hot index (SMAC numbers the two
             teams differently on some maps; see ``_SMAC_TYPE_IDS``).
         race: SMACv2 race, or None for a v1 map.
+        terrain: the ground (``envs.smac.terrain.LAYOUTS``).
+        ally_at / enemy_at: the spawn point of each group (default: all allies at (9, 16),
+            all enemies at (23, 16)).
+        enemy_order: what the map script orders the enemy to do: ``AMOVE_POINT`` (attack-move
+            to ``order_point``), ``AMOVE_SEGMENT`` (to a point drawn per episode on the
+            segment ``order_point`` = (x0, y0, x1, y1)), ``HUNT`` (attack the closest agent,
+            and the next one when it dies) or ``HOLD`` (no order).
     """
 
     name: str
@@ -70,6 +79,11 @@ class MapSpec:
     ally_type_ids: dict[str, int] = field(default_factory=dict)
     enemy_type_ids: dict[str, int] = field(default_factory=dict)
     race: str | None = None
+    terrain: str = "band"
+    ally_at: tuple[tuple[float, float], ...] = ()
+    enemy_at: tuple[tuple[float, float], ...] = ()
+    enemy_order: str = AMOVE_POINT
+    order_point: tuple[float, ...] = ALLY_START
 
     @property
     def n_allies(self) -> int:
@@ -110,9 +124,57 @@ _SMAC_TYPE_IDS = {
 }
 
 
-def _v1(name, allies, enemies, limit, map_type=None) -> MapSpec:
+def _v1(name, allies, enemies, limit, map_type=None, **layout) -> MapSpec:
     ally_ids, enemy_ids = _SMAC_TYPE_IDS.get(map_type, ({}, {}))
-    return MapSpec(name, allies, enemies, limit, len(ally_ids), ally_ids, enemy_ids)
+    return MapSpec(name, allies, enemies, limit, len(ally_ids), ally_ids, enemy_ids, **layout)
+
+
+# Spawn points, enemy orders and terrain of the maps that differ from the standard layout, from
+# each map's MapScript.galaxy and Objects (SMAC's .SC2Map archives).
+_OPEN = {"terrain": "open"}
+_LAYOUTS = {
+    "2m_vs_1z": dict(
+        terrain="octagon",
+        enemy_at=((16.0, 19.0),),
+        enemy_order=AMOVE_SEGMENT,
+        order_point=(13.0, 12.0, 19.0, 12.0),
+    ),
+    "2s_vs_1sc": dict(
+        terrain="2s_vs_1sc",
+        enemy_at=((13.92, 20.04),),
+        enemy_order=HOLD,
+    ),
+    "6h_vs_8z": dict(
+        terrain="6h_vs_8z",
+        ally_at=((14.60, 9.49),),
+        enemy_at=((14.41, 16.76),),
+        order_point=(14.60, 9.49),
+    ),
+    "corridor": dict(
+        terrain="corridor",
+        ally_at=((19.04, 19.12),),
+        enemy_at=((27.91, 28.24),),
+        order_point=(4.47, 4.33),
+    ),
+    "so_many_baneling": dict(
+        terrain="so_many_baneling",
+        ally_at=((11.47, 12.02),),
+        enemy_at=((27.91, 28.24),),
+        order_point=(4.47, 4.33),
+    ),
+    "bane_vs_bane": dict(
+        terrain="octagon",
+        ally_at=((16.0, 8.0), (16.0, 11.0)),
+        enemy_at=((16.0, 24.0), (16.0, 21.0)),
+        order_point=(16.0, 8.0),
+    ),
+    "2c_vs_64zg": dict(
+        terrain="2c_vs_64zg",
+        ally_at=((16.0, 16.0),),
+        enemy_at=((16.0, 9.0),),
+        enemy_order=HUNT,
+    ),
+}
 
 
 _M, _MMM = (("marine", 1),), (("marauder", 2), ("marine", 7), ("medivac", 1))
@@ -138,17 +200,22 @@ SMAC_MAPS: dict[str, MapSpec] = {
             170, "stalkers_and_zealots"),
         _v1("1c3s5z", (("colossus", 1), ("stalker", 3), ("zealot", 5)),
             (("colossus", 1), ("stalker", 3), ("zealot", 5)), 180, "colossi_stalkers_zealots"),
-        _v1("3s_vs_3z", (("stalker", 3),), (("zealot", 3),), 150),
-        _v1("3s_vs_4z", (("stalker", 3),), (("zealot", 4),), 200),
-        _v1("3s_vs_5z", (("stalker", 3),), (("zealot", 5),), 250),
-        _v1("2m_vs_1z", (("marine", 2),), (("zealot", 1),), 150),
-        _v1("2s_vs_1sc", (("stalker", 2),), (("spine_crawler", 1),), 300),
-        _v1("6h_vs_8z", (("hydralisk", 6),), (("zealot", 8),), 150),
-        _v1("corridor", (("zealot", 6),), (("zergling", 24),), 400),
-        _v1("so_many_baneling", (("zealot", 7),), (("baneling", 32),), 100),
+        _v1("3s_vs_3z", (("stalker", 3),), (("zealot", 3),), 150, **_OPEN),
+        _v1("3s_vs_4z", (("stalker", 3),), (("zealot", 4),), 200, **_OPEN),
+        _v1("3s_vs_5z", (("stalker", 3),), (("zealot", 5),), 250, **_OPEN),
+        # Two marines, each spawned on its own point.
+        _v1("2m_vs_1z", (("marine", 1), ("marine", 1)), (("zealot", 1),), 150,
+            ally_at=((13.0, 12.0), (19.0, 12.0)), **_LAYOUTS["2m_vs_1z"]),
+        _v1("2s_vs_1sc", (("stalker", 1), ("stalker", 1)), (("spine_crawler", 1),), 300,
+            ally_at=((11.12, 10.34), (16.98, 10.37)), **_LAYOUTS["2s_vs_1sc"]),
+        _v1("6h_vs_8z", (("hydralisk", 6),), (("zealot", 8),), 150, **_LAYOUTS["6h_vs_8z"]),
+        _v1("corridor", (("zealot", 6),), (("zergling", 24),), 400, **_LAYOUTS["corridor"]),
+        _v1("so_many_baneling", (("zealot", 7),), (("baneling", 32),), 100,
+            **_LAYOUTS["so_many_baneling"]),
         _v1("bane_vs_bane", (("baneling", 4), ("zergling", 20)),
-            (("baneling", 4), ("zergling", 20)), 200, "bane"),
-        _v1("2c_vs_64zg", (("colossus", 2),), (("zergling", 64),), 400),
+            (("baneling", 4), ("zergling", 20)), 200, "bane", **_LAYOUTS["bane_vs_bane"]),
+        _v1("2c_vs_64zg", (("colossus", 2),), (("zergling", 64),), 400,
+            **_LAYOUTS["2c_vs_64zg"]),
     )
 }
 # fmt: on
@@ -168,6 +235,7 @@ def _v2(race: str, size: str) -> MapSpec:
         ids,
         ids,
         race,
+        terrain="open",  # SMACv2's 32x32_flat
     )
 
 
@@ -209,22 +277,37 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
     if not spec.procedural:
         ally_types = np.array(_expand(spec.allies))
         enemy_types = np.array(_expand(spec.enemies))
-        ally_pos = group_positions(ally_types, ALLY_START, rng)
-        enemy_pos = group_positions(enemy_types, ENEMY_START, rng, mirror=True)
-        point = np.array(ALLY_START, np.float32)
+        ally_pts = _spawn_points(spec.allies, spec.ally_at or (ALLY_START,) * len(spec.allies))
+        enemy_pts = _spawn_points(spec.enemies, spec.enemy_at or (ENEMY_START,) * len(spec.enemies))
+        ally_pos = place(ally_types, ally_pts, rng, spec.terrain)
+        enemy_pos = place(enemy_types, enemy_pts, rng, spec.terrain, mirror=True)
+        # SMAC numbers the agents by (unit type id, x, y).
+        rank = np.array([spec.ally_type_ids.get(UNIT_TYPES[t].name, 0) for t in ally_types])
+        order = np.lexsort((ally_pos[:, 1], ally_pos[:, 0], rank))
+        ally_types, ally_pos = ally_types[order], ally_pos[order]
+        if spec.enemy_order == AMOVE_SEGMENT:
+            x0, y0, x1, y1 = spec.order_point
+            point = np.array((x0, y0)) + rng.uniform() * np.array((x1 - x0, y1 - y0))
+        else:
+            point = np.array(spec.order_point[:2])
     else:
         # SMACv2 mirrors the allies' team for the enemies and samples any extra enemies.
         ally_types = _v2_team(spec.race, spec.n_allies, rng)
         extra = _v2_team(spec.race, spec.n_enemies - spec.n_allies, rng)
         enemy_types = np.concatenate([ally_types, extra])[: spec.n_enemies]
         ally_pts, enemy_pts = v2_spawn_points(len(ally_types), len(enemy_types), rng)
-        ally_pos, enemy_pos = place(ally_types, ally_pts, rng), place(enemy_types, enemy_pts, rng)
+        ally_pos = place(ally_types, ally_pts, rng, spec.terrain)
+        enemy_pos = place(enemy_types, enemy_pts, rng, spec.terrain)
         order = _v2_agent_order(ally_types, ally_pos)
         ally_types, ally_pos = ally_types[order], ally_pos[order]
         point = ally_pos.mean(0)
     types = np.concatenate([ally_types, enemy_types]).astype(np.int64)
     pos = np.clip(np.concatenate([ally_pos, enemy_pos]), 0.5, MAP_SIZE - 0.5)
     return types, pos.astype(np.float32), point.astype(np.float32)
+
+
+def _spawn_points(groups, points) -> np.ndarray:
+    return np.array([p for (_, n), p in zip(groups, points, strict=True) for _ in range(n)])
 
 
 def _v2_team(race: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -265,15 +348,29 @@ def v2_spawn_points(n: int, m: int, rng: np.random.Generator):
     return ally, np.r_[np.c_[MAP_SIZE - ally[:k, 0], ally[:k, 1]], extra]
 
 
-def place(types: np.ndarray, points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Positions for units asked to spawn on ``points``: units sharing a point stand around it
-    in a compact formation, as SC2 places units it cannot stack."""
+def place(
+    types: np.ndarray,
+    points: np.ndarray,
+    rng: np.random.Generator,
+    layout: str = "open",
+    mirror: bool = False,
+) -> np.ndarray:
+    """Positions for units asked to spawn on ``points``, as SC2 places them: units sharing a
+    point stand around it in a compact formation (``mirror``: the enemy's, facing left), and
+    a unit that would stand on unpathable ground moves to the nearest pathable cell."""
     pos = np.asarray(points, np.float32).copy()
     _, group = np.unique(points, axis=0, return_inverse=True)
     for g in np.unique(group):
         idx = np.flatnonzero(group == g)
         if len(idx) > 1:
-            pos[idx] = group_positions(types[idx], points[idx[0]], rng)
+            pos[idx] = group_positions(types[idx], points[idx[0]], rng, mirror)
+    ground = terrain.walkable(layout)[terrain.GROUND]
+    off = ~ground[terrain.cell_of(pos[:, 0], pos[:, 1])]
+    if off.any():
+        free = terrain.centres()[ground]
+        here = pos[off, 0] + 1j * pos[off, 1]
+        to = free[np.abs(here[:, None] - free[None, :]).argmin(1)]
+        pos[off] = np.c_[to.real, to.imag]
     return pos
 
 

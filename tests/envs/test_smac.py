@@ -378,9 +378,9 @@ def test_units_collide_and_stay_on_the_map():
     frames(core, 8)
     d = abs(core.pos[0, 0] - core.pos[0, 1])
     assert d >= 2 * 0.375 - 1e-3
-    core.pos[0, 0] = 0.0 + 0j
+    core.pos[0, 0] = 0.0 + 12j  # on the edge of 3m's band (x 0-32, y 8-24)
     frames(core, 1)
-    assert core.pos[0, 0].real >= 0.375 - 1e-6 and core.pos[0, 0].imag >= 0.375 - 1e-6
+    assert core.pos[0, 0].real >= 0.375 - 1e-6
 
 
 def test_enemy_ai_attack_moves_toward_the_allies():
@@ -422,7 +422,14 @@ def test_v1_map_matches_smacs_registry_and_map_table(name):
     n_agents, n_enemies, limit, a_race, b_race, bits, map_type = SMAC_REGISTRY[name]
     allies, enemies = SMAC_UNITS[name]
     assert (spec.n_allies, spec.n_enemies, spec.limit) == (n_agents, n_enemies, limit)
-    assert dict(spec.allies) == allies and dict(spec.enemies) == enemies
+
+    def counts(groups):  # a map may spawn one type in several groups
+        out = {}
+        for unit, n in groups:
+            out[unit] = out.get(unit, 0) + n
+        return out
+
+    assert counts(spec.allies) == allies and counts(spec.enemies) == enemies
     assert {U.UNIT_TYPES[U.INDEX[u]].race for u in allies} == {a_race}
     assert {U.UNIT_TYPES[U.INDEX[u]].race for u in enemies} == {b_race}
     assert spec.type_bits == bits
