@@ -171,6 +171,8 @@ class BattleBatch(VectorEnv):
         self.has_shields = bool(self.shield_ally or self.shield_enemy)
         self.has_splash = bool({U_.COLOSSUS, U_.BANELING} & present)
         self.has_baneling = U_.BANELING in present
+        self.has_zerg = any(U_.UNIT_TYPES[t].race == "Z" for t in present)
+        self.has_regen = self.has_shields or self.has_zerg
         # SMAC's feature sizes.
         self.nf_enemy = 4 + 1 + self.shield_enemy + self.type_bits
         self.nf_ally = 4 + 1 + self.shield_ally + self.type_bits
@@ -202,6 +204,9 @@ class BattleBatch(VectorEnv):
         self.pos = z(np.complex64)
         self.hp, self.sh, self.energy = z(), z(), z()
         self.ready_at = z(np.int64)  # the frame from which a unit may fire again
+        self.hit_at = z(np.int64)  # the frame a unit last took damage (shield regeneration)
+        self._none = np.broadcast_to(np.arange(Un), (B, Un))  # "no target": oneself
+        self.locked = self._none.copy()  # the target a unit took on its own
         self.clock = 0
         self.alive = z(bool)
         self.kind = z(np.int8)
@@ -250,6 +255,7 @@ class BattleBatch(VectorEnv):
         self._base = (np.arange(B) * Un)[:, None]
         self.lo_x, self.hi_x, self.lo_y, self.hi_y = (z() for _ in range(4))
         self.is_medivac, self.ground, self.can_fire = z(bool), z(bool), z(bool)
+        self.zerg = z(bool)
         self.onehot = np.zeros((B, Un, self.type_bits), f32)
         self.candidates = zz(bool)
         self.reach_offset = zz()  # -(r_i + r_j) for candidate targets, inf otherwise
@@ -291,7 +297,8 @@ class BattleBatch(VectorEnv):
         self.lo_x[rows] = self.lo_y[rows] = self.radius[rows]
         self.hi_x[rows] = self.hi_y[rows] = MAP_SIZE - self.radius[rows]
         self.hp[rows], self.sh[rows] = self.hp_max[rows], self.sh_max[rows]
-        self.ready_at[rows] = self.clock
+        self.ready_at[rows] = self.hit_at[rows] = self.clock
+        self.locked[rows] = self._none[rows]
         self.energy[rows] = np.where(self.is_medivac[rows], U_.MEDIVAC_ENERGY_START, 0.0)
         self.alive[rows] = True
         self.kind[rows] = self._start_kind
@@ -318,12 +325,17 @@ class BattleBatch(VectorEnv):
         map, whose types never change; at each reset for SMACv2)."""
         A, spec = self.n_allies, self.spec
         ty = self.types[rows]
-        self.hp_max[rows], self.sh_max[rows] = TABLE.hp[ty], TABLE.shield[ty]
-        self.armor[rows], self.speed[rows] = TABLE.armor[ty], TABLE.speed[ty]
+        # The agents' units are the maps' ``*_RL`` types, some with their own hp or speed.
+        agent = self.team == 0
+        hp = np.where(agent, TABLE.agent_hp[ty], TABLE.hp[ty])
+        speed = np.where(agent, TABLE.agent_speed[ty], TABLE.speed[ty])
+        self.hp_max[rows], self.sh_max[rows] = hp, TABLE.shield[ty]
+        self.armor[rows], self.speed[rows] = TABLE.armor[ty], speed
+        self.zerg[rows] = TABLE.zerg[ty]
         self.radius[rows], self.reach[rows] = TABLE.radius[ty], TABLE.range[ty] + EPS
         self.n_attacks[rows], self.cd_norm[rows] = TABLE.attacks[ty], TABLE.state_cooldown[ty]
         self.period[rows] = TABLE.cooldown_frames[ty]
-        self.stride0[rows] = TABLE.speed[ty] * DT
+        self.stride0[rows] = speed * DT
         r = TABLE.radius[ty]
         med = TABLE.is_medivac[ty]
         self.is_medivac[rows] = med
@@ -357,6 +369,9 @@ class BattleBatch(VectorEnv):
         radii = r[:, :, None] + r[:, None, :]
         self.reach_offset[rows] = np.where(cand, -radii, np.inf)
         solid = ground[:, :, None] & ground[:, None, :] & not_self
+        # A colossus walks over the smaller ground units (they pass under it); two collide.
+        colossus = TABLE.is_colossus[ty]
+        solid &= colossus[:, :, None] == colossus[:, None, :]
         self.collide[rows] = np.where(solid, radii, 0.0)
         mobile = TABLE.speed[ty] > 0
         self.push_share[rows] = np.where(mobile[:, None, :], 0.5, 1.0) * mobile[:, :, None]
@@ -491,8 +506,15 @@ class BattleBatch(VectorEnv):
         B, Un = closest.shape
         # Gathering the minimum at argmin is several times cheaper than a second reduction.
         nearest = look.reshape(-1, Un)[self._flat, closest.ravel()].reshape(B, Un)
+        # A unit that took a target on its own keeps it while it stays within reach of its
+        # acquisition (SC2 does not switch to whoever is closest every frame).
+        kept = look.reshape(-1, Un)[self._flat, self.locked.ravel()].reshape(B, Un)
+        keep = kept <= self.acquire
+        closest = np.where(keep, self.locked, closest)
+        nearest = np.where(keep, kept, nearest)
         auto = nearest <= self.acquire
         ordered = self.ordered
+        self.locked = np.where(auto & ~ordered, closest, self._none)
         tgt = np.where(ordered, self.target, closest)
         has_t = ordered | auto
         t_edge = edge.reshape(-1, Un)[self._flat, tgt.ravel()].reshape(B, Un)
@@ -506,6 +528,8 @@ class BattleBatch(VectorEnv):
             self._damage(fire, tgt, dz, dist)
         if self.has_medivac:
             self._heal(in_range & self.is_medivac, tgt)
+        if self.has_regen:
+            self._regenerate()
         self.clock += 1
 
         # 3. movement: chase, walk to the goal, give way, stay on the map
@@ -589,6 +613,7 @@ class BattleBatch(VectorEnv):
             self.sh = sh0 - absorbed
         else:
             rest = total
+        self.hit_at = np.where(total > 0, self.clock, self.hit_at)
         hp_damage = np.maximum(U_.MIN_DAMAGE * hits, rest - self.armor * hits)
         self.hp = self.hp - np.where(rest > 0, hp_damage, 0.0)
         if self.has_baneling:
@@ -632,6 +657,16 @@ class BattleBatch(VectorEnv):
         k, j = np.nonzero(hit)
         return bi[k], j, self.raw[bi[k], ui[k], j], self.n_attacks[bi[k], ui[k]]
 
+    def _regenerate(self) -> None:
+        """SC2's regeneration (the SMAC maps' unit data): shields 2 per normal second once a
+        unit has taken no damage for 10 normal seconds; zerg life 0.2734 per normal second."""
+        if self.has_shields:
+            rested = (self.clock - self.hit_at >= U_.SHIELD_REGEN_DELAY) & self.alive
+            self.sh = np.minimum(self.sh + rested * U_.SHIELD_REGEN, self.sh_max)
+        if self.has_zerg:
+            grow = self.zerg & self.alive
+            self.hp = np.minimum(self.hp + grow * U_.ZERG_REGEN, self.hp_max)
+
     def _heal(self, healing, tgt) -> None:
         energy = np.minimum(self.energy + U_.ENERGY_REGEN_PER_S * DT, U_.MEDIVAC_ENERGY_MAX)
         self.energy = np.where(self.is_medivac, energy, 0.0).astype(np.float32)
@@ -640,6 +675,8 @@ class BattleBatch(VectorEnv):
             return
         bi, ui = np.nonzero(healing)
         ti = tgt[bi, ui]
+        living = self.alive[bi, ti]  # not a unit killed earlier in this frame
+        bi, ui, ti = bi[living], ui[living], ti[living]
         per_frame = TABLE.damage[U_.MEDIVAC] * DT
         amount = np.minimum(
             np.minimum(per_frame, self.hp_max[bi, ti] - self.hp[bi, ti]),

@@ -52,6 +52,9 @@ class UnitType:
     # SMAC's state divides a unit's weapon cooldown (game loops) by this per-type constant
     # (``unit_max_cooldown``, 15 for a type it does not list).
     state_cooldown: float = 15.0
+    # The SMAC maps' ``*_RL`` unit data (the agents' units) where it differs from the game's.
+    agent_hp: float | None = None
+    agent_speed: float | None = None
 
 
 # One row a line.
@@ -62,7 +65,7 @@ UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("marauder", "T", 125, 0, 1, 10, 1, 1.07, 6, 3.15, 0.5625, ARMORED | BIO,
              bonus=10, bonus_vs=ARMORED, sight=10, state_cooldown=25),
     UnitType("medivac", "T", 150, 0, 1, 12.6, 0, 0.0, 4, 3.5, 0.75, ARMORED | MECH | AIR,
-             hits_ground=False, sight=11, state_cooldown=200),
+             hits_ground=False, sight=11, state_cooldown=200, agent_speed=3.85),
     UnitType("stalker", "P", 80, 80, 1, 13, 1, 1.34, 6, 4.13, 0.625, ARMORED | MECH,
              bonus=5, bonus_vs=ARMORED, hits_air=True, sight=10, state_cooldown=35),
     UnitType("zealot", "P", 100, 50, 1, 8, 2, 0.86, 0.1, 3.15, 0.5, LIGHT | BIO,
@@ -72,7 +75,7 @@ UNIT_TYPES: tuple[UnitType, ...] = (
     UnitType("zergling", "Z", 35, 0, 0, 5, 1, 0.497, 0.1, 4.13, 0.375, LIGHT | BIO, sight=8,
              state_cooldown=11),
     UnitType("hydralisk", "Z", 90, 0, 0, 12, 1, 0.59, 5, 3.15, 0.625, LIGHT | BIO,
-             hits_air=True, state_cooldown=10),
+             hits_air=True, state_cooldown=10, agent_hp=80),
     UnitType("baneling", "Z", 30, 0, 0, 16, 1, 0.0, 0.25, 3.5, 0.375, BIO,
              bonus=19, bonus_vs=LIGHT, sight=8, state_cooldown=1),
     UnitType("spine_crawler", "Z", 300, 0, 2, 25, 1, 1.32, 7, 0.0, 1.0, ARMORED | STRUCTURE,
@@ -98,6 +101,11 @@ MEDIVAC_ENERGY_MAX = 200.0
 MEDIVAC_ENERGY_START = 50.0
 MEDIVAC_HP_PER_ENERGY = 3.0
 ENERGY_REGEN_PER_S = 0.7875  # per faster second (0.5625 per normal second)
+# Regeneration per game loop (16 loops per normal second): shields 2/s once a unit has taken no
+# damage for 10 s (ShieldRegenRate, ShieldRegenDelay), zerg life 0.2734/s (LifeRegenRate).
+SHIELD_REGEN_DELAY = 160
+SHIELD_REGEN = 2.0 / 16
+ZERG_REGEN = 0.2734 / 16
 COLOSSUS_SPLASH_WIDTH = 2.8
 BANELING_SPLASH_RADIUS = 2.2
 
@@ -128,6 +136,9 @@ class Table:
         self.raw = np.where(can_hit, raw, 0.0).astype(np.float32)
         self.can_hit = can_hit
         self.state_cooldown = col("state_cooldown")
+        self.agent_hp = np.array([u.agent_hp or u.hp for u in types], np.float32)
+        self.agent_speed = np.array([u.agent_speed or u.speed for u in types], np.float32)
+        self.zerg = np.array([u.race == "Z" for u in types])
         # The core counts cooldowns in whole game frames, as SC2 does.
         self.cooldown_frames = np.maximum(np.rint(self.cooldown * FRAMES_PER_SECOND), 1).astype(
             np.int64

@@ -8,7 +8,7 @@ import pytest
 
 import envs
 from envs.smac import units as U
-from envs.smac.core import AMOVE, ATTACK, HEAL, MOVE, NONE, BattleBatch
+from envs.smac.core import AMOVE, ATTACK, HEAL, IDLE, MOVE, NONE, BattleBatch
 from envs.smac.maps import (
     MAP_SIZE,
     SMAC_MAPS,
@@ -327,6 +327,91 @@ def test_medivac_cannot_heal_medivacs_and_its_attack_slots_heal_allies():
     assert not core.candidates[0, medivac, medivac] and core.candidates[0, medivac, marine]
     with pytest.raises(ValueError, match=r"heal ally 9"):
         core.step(np.where(np.arange(10) == medivac, 6 + medivac, 1)[None])
+
+
+def test_the_agents_unit_data_hydralisks_80_hp_and_medivacs_3_85_fast():
+    """SMAC's maps override Hydralisk_RL's life (80; 6h_vs_8z.SC2Map, SMACv2's 32x32_flat) and
+    Medivac_RL's speed (2.75 normal = 3.85 faster); the enemy keeps the game's 90 and 3.5."""
+    core = battle("6h_vs_8z")
+    assert (core.hp_max[0, :6] == 80).all()
+    core = BattleBatch(16, seed=0, map_name="zerg_10_vs_11")
+    core.reset()
+    hydra = core.types == U.HYDRALISK
+    assert hydra[:, :10].any() and hydra[:, 10:].any()
+    assert (core.hp_max[:, :10][hydra[:, :10]] == 80).all()
+    assert (core.hp_max[:, 10:][hydra[:, 10:]] == 90).all()
+    core = battle("MMM")
+    medivac, enemy_medivac = 9, 19
+    assert core.is_medivac[0, enemy_medivac]
+    isolate(core, [medivac, enemy_medivac], {medivac: 5 + 10j, enemy_medivac: 5 + 20j})
+    for i in (medivac, enemy_medivac):
+        core.kind[0, i], core.goal[0, i] = MOVE, core.pos[0, i] + 10
+    core._refresh()
+    frames(core, U.STEP_MUL)
+    per_step = (core.pos[0, [medivac, enemy_medivac]].real - 5).round(4)
+    assert per_step.tolist() == [pytest.approx(3.85 * 8 / 22.4), pytest.approx(3.5 * 8 / 22.4)]
+
+
+def test_shields_regenerate_after_ten_quiet_seconds_and_zerg_life_always():
+    """Shields: 2 per normal second (16 loops) after 10 normal seconds (160 loops) without
+    damage; zerg life 0.2734 per normal second (the maps' ShieldRegen*/LifeRegenRate)."""
+    core = battle("2s3z")
+    stalker = 0
+    isolate(core, [stalker], {stalker: 10 + 16j})
+    core.sh[0, stalker] = 40.0
+    core.hit_at[0, stalker] = core.clock  # just hit
+    frames(core, 159)
+    assert core.sh[0, stalker] == 40.0
+    frames(core, 17)
+    assert core.sh[0, stalker] == pytest.approx(40.0 + 2.0 * 16 / 16, abs=1e-3)  # 1 s of it
+    core = battle("corridor")
+    ling = core.n_allies
+    isolate(core, [ling], {ling: 20 + 20j})
+    core.hp[0, ling] = 20.0
+    frames(core, 16 * 4)
+    assert core.hp[0, ling] == pytest.approx(20 + 4 * 0.2734, abs=1e-3)
+
+
+def test_a_colossus_walks_over_small_units_but_not_through_another_colossus():
+    core = battle("1c3s5z")  # agent 0 is the colossus, 1-3 stalkers, 4-8 zealots
+    colossus, zealot, enemy_colossus = 0, 4, 9
+    assert core.types[0, colossus] == core.types[0, enemy_colossus] == U.COLOSSUS
+    isolate(core, [colossus, zealot], {colossus: 10 + 16j, zealot: 10.2 + 16j})
+    frames(core, 8)
+    assert core.pos[0, colossus] == 10 + 16j and core.pos[0, zealot] == 10.2 + 16j
+    core = battle("1c3s5z")
+    isolate(core, [colossus, enemy_colossus], {colossus: 10 + 16j, enemy_colossus: 10.2 + 16j})
+    frames(core, 8)
+    assert abs(core.pos[0, colossus] - core.pos[0, enemy_colossus]) >= 2 * 1.0 - 1e-3
+
+
+def test_no_heal_lands_on_a_unit_that_died_in_the_same_frame():
+    core = battle("MMM")
+    medivac, marine, enemy_marine = 9, 2, 13
+    isolate(
+        core,
+        [medivac, marine, enemy_marine],
+        {medivac: 10 + 16j, marine: 11 + 16j, enemy_marine: 14 + 16j},
+    )
+    core.hp[0, marine] = 1.0  # the next shot kills it
+    core.kind[0, medivac], core.target[0, medivac] = HEAL, marine
+    core.kind[0, enemy_marine], core.target[0, enemy_marine] = ATTACK, marine
+    core._refresh()
+    frames(core, 1)
+    assert not core.alive[0, marine] and core.hp[0, marine] == 0.0
+
+
+def test_an_enemy_keeps_the_target_it_took_while_it_stays_in_reach():
+    core = battle("3m")
+    a0, a1, enemy = 0, 1, 3
+    isolate(core, [a0, a1, enemy], {a0: 10 + 16j, a1: 10 + 22j, enemy: 15.5 + 16j})
+    core.kind[0, enemy] = IDLE  # takes a target within its weapon range (5): agent 0
+    core._refresh()
+    frames(core, 2)
+    assert core.fired_at[0, enemy] == a0
+    core.pos[0, a1] = 15.5 + 13j  # now closer than agent 0, also in range
+    frames(core, 3)
+    assert core.fired_at[0, enemy] == a0
 
 
 def test_colossus_line_splash_hits_units_beside_its_target():
