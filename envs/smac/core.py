@@ -60,6 +60,7 @@ NONE, IDLE, MOVE, ATTACK, HEAL, AMOVE = range(6)
 # Move offsets of actions 2-5: north (+y), south, east (+x), west.
 MOVES = np.array([1j, -1j, 1, -1], np.complex64)
 EPS = 1e-5
+_CONE_EPS = 1e-7  # SMACv2's EPS in is_position_in_cone
 FAR = -1e5  # where the dead are parked (each at its own spot, 10 apart)
 _clip = np._core.umath.clip  # the ufunc itself, without np.clip's Python wrapper
 
@@ -86,6 +87,10 @@ class BattleOptions:
             default is ``truncated`` (a time-out is not a terminal state for the critic).
         prob_obs_enemy: SMACv2 only; when an agent first sees an enemy, each other agent is
             told about it with this probability, else never sees it (0.0 = SMACv2's EPO).
+        conic_fov: SMACv2 only; each agent sees and shoots only inside a cone (of 2 pi /
+            ``num_fov_actions``) it turns with ``num_fov_actions`` extra actions (6 onward,
+            before the attacks). The cone is tested as SMACv2's ``is_position_in_cone`` does,
+            with arctan of slopes, so it also covers the opposite direction.
     """
 
     reward_sparse: bool = False
@@ -103,6 +108,8 @@ class BattleOptions:
     state_timestep_number: bool = False
     terminate_at_limit: bool = False
     prob_obs_enemy: float = 1.0
+    conic_fov: bool = False
+    num_fov_actions: int = 12
 
     @classmethod
     def of(cls, options: dict, v2: bool) -> BattleOptions:
@@ -113,9 +120,11 @@ class BattleOptions:
         if unknown:
             raise ValueError(f"unknown SMAC option(s) {unknown}; allowed: {', '.join(names)}")
         opt = cls(**options)
-        v2_only = [n for n in ("reward_scale_per_episode", "prob_obs_enemy") if n in options]
-        if v2_only and not v2 and options.get(v2_only[0]) != getattr(cls, v2_only[0]):
-            raise ValueError(f"{v2_only[0]} is a SMACv2 option; this is a SMAC v1 map")
+        for name in _V2_ONLY:
+            if not v2 and getattr(opt, name) != getattr(cls, name):
+                raise ValueError(f"{name} is a SMACv2 option; this is a SMAC v1 map")
+        if opt.num_fov_actions < 1:
+            raise ValueError(f"num_fov_actions must be >= 1, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
             raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
         if opt.reward_scale and opt.reward_scale_rate <= 0:
@@ -123,11 +132,16 @@ class BattleOptions:
         return opt
 
 
-def action_name(action: int, medivac: bool = False) -> str:
+_V2_ONLY = ("reward_scale_per_episode", "prob_obs_enemy", "conic_fov", "num_fov_actions")
+
+
+def action_name(action: int, medivac: bool = False, n_fov: int = 0) -> str:
     names = ("no-op", "stop", "move north", "move south", "move east", "move west")
-    if action < N_ACTIONS_NO_ATTACK:
+    if action < len(names):
         return names[action]
-    i = action - N_ACTIONS_NO_ATTACK
+    if action < len(names) + n_fov:
+        return f"look {action - len(names)}"
+    i = action - len(names) - n_fov
     return f"heal ally {i}" if medivac else f"attack enemy {i}"
 
 
@@ -158,9 +172,14 @@ class BattleBatch(VectorEnv):
         self.num_envs = B = num_envs
         self.n_allies, self.n_enemies = A, E = self.spec.n_allies, self.spec.n_enemies
         self.n_units = Un = A + E
-        self.n_actions = N_ACTIONS_NO_ATTACK + E
         self.v2 = self.spec.procedural
         self.opt = opt = BattleOptions.of(options, self.v2)
+        self.n_fov = opt.num_fov_actions if opt.conic_fov else 0
+        self.n_no_attack = N_ACTIONS_NO_ATTACK + self.n_fov
+        self.n_actions = self.n_no_attack + E
+        angles = 2 * np.pi * np.arange(self.n_fov) / max(self.n_fov, 1)
+        self._fov_dirs = np.exp(1j * angles).astype(np.complex64)
+        self.fov = np.ones((B, A), np.complex64)  # each agent's facing (x + iy)
         self.auto_reset = auto_reset
         self.agents = tuple(f"agent_{i}" for i in range(A))
         self.type_bits = self.spec.type_bits
@@ -178,9 +197,10 @@ class BattleBatch(VectorEnv):
         self.nf_ally = 4 + 1 + self.shield_ally + self.type_bits
         self.nf_ally += self.n_actions * opt.obs_last_action
         self.nf_own = 1 + self.shield_ally + self.type_bits + (2 if self.v2 else 0)
+        self.nf_own += 2 * opt.conic_fov
         obs_dim = 4 + E * self.nf_enemy + (A - 1) * self.nf_ally + self.nf_own
         obs_dim += opt.obs_timestep_number
-        self.nf_state_ally = 4 + self.shield_ally + self.type_bits
+        self.nf_state_ally = 4 + self.shield_ally + self.type_bits + 2 * opt.conic_fov
         self.nf_state_enemy = 3 + self.shield_enemy + self.type_bits
         state_dim = A * self.nf_state_ally + E * self.nf_state_enemy
         state_dim += A * self.n_actions * opt.state_last_action + opt.state_timestep_number
@@ -310,6 +330,7 @@ class BattleBatch(VectorEnv):
         self.t[rows] = 0
         self.over[rows] = False
         self.last_action[rows] = 0
+        self.fov[rows] = 1
         # SMACv2 fixes the reward scale from a battle's first episode (its enemy team then).
         rescale = rows if self.opt.reward_scale_per_episode else rows[~self._scaled[rows]]
         self.max_reward[rescale] = (
@@ -412,9 +433,9 @@ class BattleBatch(VectorEnv):
         if bad.any():
             b, a = map(int, np.argwhere(bad)[0])
             act = int(actions[b, a])
-            med = bool(self.is_medivac[b, a])
-            allowed = [f"{i} ({action_name(i, med)})" for i in np.flatnonzero(mask[b, a])]
-            what = action_name(act, med) if 0 <= act < n else f"not in 0..{n - 1}"
+            med, k = bool(self.is_medivac[b, a]), self.n_fov
+            allowed = [f"{i} ({action_name(i, med, k)})" for i in np.flatnonzero(mask[b, a])]
+            what = action_name(act, med, k) if 0 <= act < n else f"not in 0..{n - 1}"
             where = f"battle {b}: " if self.num_envs > 1 else ""
             raise ValueError(
                 f"{where}agent {self.agents[a]} chose action {act} ({what}), which is "
@@ -425,14 +446,18 @@ class BattleBatch(VectorEnv):
         A = self.n_allies
         kind, target, goal = self.kind[:, :A], self.target[:, :A], self.goal[:, :A]
         move = (actions >= 2) & (actions < N_ACTIONS_NO_ATTACK)
-        attack = actions >= N_ACTIONS_NO_ATTACK
+        attack = actions >= self.n_no_attack
+        if self.n_fov:  # turning the cone gives the unit no order
+            look = (actions >= N_ACTIONS_NO_ATTACK) & ~attack
+            turn = self._fov_dirs[np.clip(actions - N_ACTIONS_NO_ATTACK, 0, self.n_fov - 1)]
+            self.fov = np.where(look, turn, self.fov)
         med = self.is_medivac[:, :A]
         kind[actions == 1] = IDLE
         kind[move] = MOVE
         kind[attack] = np.where(med, HEAL, ATTACK)[attack]
         offset = MOVES[np.clip(actions - 2, 0, 3)] * U_.MOVE_AMOUNT
         goal[move] = (self.pos[:, :A] + offset)[move]
-        slot = actions - N_ACTIONS_NO_ATTACK
+        slot = actions - self.n_no_attack
         target[attack] = np.where(med, slot, slot + A)[attack]  # a medivac's slot i is ally i
         self.last_action[:] = actions
         if self.has_medivac:  # an attack-moving medivac follows its team's centre
@@ -731,18 +756,24 @@ class BattleBatch(VectorEnv):
         inside &= self._ground.ravel()[terrain.cell_of(probe.real, probe.imag)]
         mask[:, :, 2:6] = inside & me_alive[..., None]
         shoot = self.shoot[:, :A, None]
-        attack = alive[:, None, A:] & (dist[:, :, A:] <= shoot)
+        sight = self.sight[:, :A, None]
+        if self.n_fov:
+            in_shot, in_sight = self._cone(dz, dist, shoot), self._cone(dz, dist, sight)
+        else:
+            in_shot, in_sight = dist <= shoot, dist < sight
+        mask[:, :, N_ACTIONS_NO_ATTACK : self.n_no_attack] = me_alive[..., None]
+        attack = alive[:, None, A:] & in_shot[:, :, A:]
         attack &= (me_alive & ~self.is_medivac[:, :A])[..., None]
-        mask[:, :, N_ACTIONS_NO_ATTACK:] = attack
+        first = self.n_no_attack
+        mask[:, :, first:] = attack
         if self.has_medivac:
             k = min(A, E)
-            heal = self.candidates[:, :A, :k] & alive[:, None, :k] & (dist[:, :, :k] <= shoot)
+            heal = self.candidates[:, :A, :k] & alive[:, None, :k] & in_shot[:, :, :k]
             heal &= (me_alive & self.is_medivac[:, :A])[..., None]
-            mask[:, :, N_ACTIONS_NO_ATTACK : N_ACTIONS_NO_ATTACK + k] += heal
+            mask[:, :, first : first + k] += heal
 
         # Observations: zeros for a dead agent and for units out of its sight.
-        sight = self.sight[:, :A, None]
-        visible = (dist < sight) & alive[:, None, :] & me_alive[..., None]
+        visible = in_sight & alive[:, None, :] & me_alive[..., None]
         rel = np.stack([dist, dz.real, dz.imag], -1) / sight[..., None]  # [B, A, U, 3]
         shape = (B, A, self.n_units)
         unit = [rel, np.broadcast_to(hp[:, None, :, None], (*shape, 1))]
@@ -759,7 +790,7 @@ class BattleBatch(VectorEnv):
         last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]  # [B, A, n]
         if self.opt.prob_obs_enemy < 1.0:
             visible[:, :, A:] &= self._told(visible[:, :, A:])
-        enemy = feats(slice(A, None), self.shield_enemy, mask[:, :, 6:, None])
+        enemy = feats(slice(A, None), self.shield_enemy, mask[:, :, first:, None])
         enemy *= visible[:, :, A:, None]
         rows = np.arange(A)[:, None]
         seen = visible[:, rows, self._others][..., None]
@@ -776,6 +807,8 @@ class BattleBatch(VectorEnv):
             own.append(sh[:, :A, None])
         if self.v2:
             own += [me.real[..., None] / MAP_SIZE, me.imag[..., None] / MAP_SIZE]
+        if self.n_fov:
+            own += [self.fov.real[..., None], self.fov.imag[..., None]]
         own.append(self.onehot[:, :A])
         own = np.concatenate(own, -1) * me_alive[..., None]
         progress = np.broadcast_to((self.t / self.spec.limit)[:, None, None], (B, A, 1))
@@ -793,6 +826,8 @@ class BattleBatch(VectorEnv):
         en = [hp[:, A:], centred.real[:, A:], centred.imag[:, A:]]
         if self.shield_ally:
             al.append(sh[:, :A])
+        if self.n_fov:
+            al += [self.fov.real, self.fov.imag]
         if self.shield_enemy:
             en.append(sh[:, A:])
         al = np.concatenate([np.stack(al, -1), self.onehot[:, :A]], -1) * me_alive[..., None]
@@ -806,6 +841,17 @@ class BattleBatch(VectorEnv):
             mask[self.over, :, 0] = 1
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
+
+    def _cone(self, dz, dist, reach) -> np.ndarray:
+        """SMACv2's ``is_position_in_cone``: within ``reach`` and within half the cone's angle
+        of the agent's facing, comparing arctan of slopes (so the opposite cone counts too)."""
+        dx = dz.real
+        ahead = dx > 0
+        dx = np.where(ahead, np.maximum(dx, _CONE_EPS), np.minimum(dx, -_CONE_EPS))
+        fx = self.fov.real[..., None]
+        fx = np.where(ahead, np.maximum(fx, _CONE_EPS), np.minimum(fx, -_CONE_EPS))
+        gap = np.abs(np.arctan(dz.imag / dx) - np.arctan(self.fov.imag[..., None] / fx))
+        return (dist <= reach) & (gap < np.pi / self.n_fov)
 
     def _told(self, sees: np.ndarray) -> np.ndarray:
         """SMACv2's ``prob_obs_enemy``: the first agent to see an enemy (the lowest index among

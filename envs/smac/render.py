@@ -1,5 +1,6 @@
-"""RGB frames of a battle: units as circles by type and team, hp and shield bars, attack and
-heal lines, drawn with Pillow from the core's arrays."""
+"""RGB frames of a battle: the map's unpathable ground in dark grey, units as circles by type
+and team, hp and shield bars, attack and heal lines, drawn with Pillow from the core's
+arrays."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def frame(core, b: int = 0) -> np.ndarray:
 
     def px(x, y):  # map y grows north; image rows grow down
         return float(x) * SCALE, (MAP_SIZE - float(y)) * SCALE
+
+    for cx, cy in zip(*np.nonzero(~core._ground), strict=True):  # ground no unit stands on
+        x0, y1 = px(cx, cy)
+        draw.rectangle([x0, y1 - SCALE, x0 + SCALE - 1, y1 - 1], fill=(92, 88, 80))
 
     x, y, alive = core.x[b], core.y[b], core.alive[b]
     for i in np.flatnonzero(alive & (core.fired_at[b] >= 0)):

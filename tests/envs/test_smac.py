@@ -791,3 +791,39 @@ def test_agents_that_only_stop_deal_no_damage(name):
         before = after
         if core.over.all():
             break
+
+
+def test_smacv2_conic_fov_sees_and_shoots_only_inside_the_cone_it_turns():
+    """SMACv2's conic_fov: 12 look actions after the moves, the facing in the own features and
+    the state, and is_position_in_cone's test (arctan of slopes: the opposite cone counts)."""
+    plain = BattleBatch(1, seed=0, map_name="protoss_5_vs_5")
+    core = BattleBatch(1, seed=0, map_name="protoss_5_vs_5", conic_fov=True, auto_reset=False)
+    assert core.n_actions == plain.n_actions + 12 == 6 + 12 + 5
+    assert core.observation_space.shape[0] == plain.observation_space.shape[0] + 2
+    # each ally's facing, and every last action is 12 longer
+    assert core.state_space.shape[0] == plain.state_space.shape[0] + 5 * 2 + 5 * 12
+    core.reset()
+    dead = np.ones((1, core.n_units), bool)
+    dead[0, [0, 5, 6, 7]] = False
+    core._bury(dead)
+    core.kind[0, 5:] = NONE
+    core._refresh()
+    me = 16 + 16j
+    core.pos[0, [0, 5, 6, 7]] = [me, me + 1.5, me + 1.5j, me - 1.5]  # east, north, west
+    nf = core.nf_enemy
+    first = core.n_no_attack
+
+    def seen_and_shootable():
+        obs, _, mask = core._observe()
+        blocks = obs[0, 0, 4 : 4 + 5 * nf].reshape(5, nf)
+        return [bool(blocks[e].any()) for e in range(3)], mask[0, 0, first : first + 3].tolist()
+
+    # Facing east (the start): east and, through the arctan test, west; not north.
+    assert seen_and_shootable() == ([True, False, True], [1, 0, 1])
+    act = np.zeros((1, 5), int)  # the dead no-op
+    act[0, 0] = 6 + 3  # look 3: 90 degrees, north
+    core.step(act)
+    core.pos[0, [0, 5, 6, 7]] = [me, me + 1.5, me + 1.5j, me - 1.5]
+    assert seen_and_shootable() == ([False, True, False], [0, 1, 0])
+    own = core._observe()[0][0, 0, -(2 + 2 + core.type_bits) :]
+    np.testing.assert_allclose(own[2:4], [0.0, 1.0], atol=1e-6)  # x/32, y/32, then facing
