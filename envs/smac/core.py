@@ -284,8 +284,8 @@ class BattleBatch(VectorEnv):
         self.raw = zz()  # damage of one swing of i on j before armor (attacks x raw)
         self.max_reward = np.ones(B, f32)
         self._scaled = np.zeros(B, bool)  # whether battle b's reward scale is fixed
-        # SMACv2's prob_obs_enemy: enemies seen so far, and who was told about each.
-        self._spotted = np.zeros((B, E), bool)
+        # SMACv2's prob_obs_enemy: who spotted each enemy, and who was told about it.
+        self._spotter = np.full((B, E), -1)  # the agent that spotted each enemy, or -1
         self._told_to = np.ones((B, A, E), bool)
         self._obs_rng = np.random.default_rng(seed)
         self._last_mask: np.ndarray | None = None
@@ -325,7 +325,7 @@ class BattleBatch(VectorEnv):
         self.target[rows] = 0
         self.goal[rows] = self.point[rows][:, None]
         self.fired_at[rows] = -1
-        self._spotted[rows] = False
+        self._spotter[rows] = -1
         self._told_to[rows] = self.opt.prob_obs_enemy >= 1.0
         self.t[rows] = 0
         self.over[rows] = False
@@ -855,17 +855,21 @@ class BattleBatch(VectorEnv):
 
     def _told(self, sees: np.ndarray) -> np.ndarray:
         """SMACv2's ``prob_obs_enemy``: the first agent to see an enemy (the lowest index among
-        those seeing it first) tells each other agent about it with that probability; an
-        agent never told does not observe that enemy for the rest of the episode.
+        those seeing it first) spots it and tells each other agent about it with that
+        probability; an agent not told does not observe that enemy until it is spotted again,
+        which happens when its spotter dies (SMACv2's ``step`` then forgets the tag).
         ``sees``: ``[B, A, E]``; returns who may observe whom, ``[B, A, E]``."""
-        new = sees.any(1) & ~self._spotted  # [B, E]
+        spotter = self._spotter
+        lost = (spotter >= 0) & ~np.take_along_axis(self.alive, np.maximum(spotter, 0), 1)
+        spotter[lost] = -1
+        new = sees.any(1) & (spotter < 0)  # [B, E]
         if new.any():
             b, e = np.nonzero(new)
             first = sees[b, :, e].argmax(1)
             told = self._obs_rng.random((len(b), self.n_allies)) < self.opt.prob_obs_enemy
             told[np.arange(len(b)), first] = True
             self._told_to[b, :, e] = told
-            self._spotted |= new
+            spotter[b, e] = first
         return self._told_to
 
     # -- stepping -----------------------------------------------------------------------------
