@@ -8,15 +8,20 @@ complex numbers (x + iy), which halves the array operations of all 2-D geometry.
 One game frame (one SC2 game loop, 1/22.4 "faster" second; an agent step is 8 of them):
   1. targets: an explicit attack/heal order keeps its target while it lives; the agents'
      units fire only on such an order (SMAC's unit data makes them Passive); the enemy's idle
-     units take the closest target within weapon range and do not move; the enemy AI
-     attack-moves: it takes the closest target within sight, else walks to the allies' start;
+     units take a target within weapon range and do not move; attack-moving enemies take one
+     within sight, else walk to the map script's point; a target taken this way is kept while
+     it stays within that range; where the enemy hunts (SMACv2, 2c_vs_64zg), each enemy
+     without a live target is ordered to attack its closest agent once a step;
   2. units in range (edge to edge, the real weapon range) fire when their cooldown is over:
      each attack deals max(0.5, damage + bonus - armor), shields first (shield armor 0);
      zealot and colossus attack twice, the colossus also hits a 2.8-wide line through its
      target, a baneling explodes (radius 2.2) and dies; medivacs heal 12.6 hp per faster
-     second (9 per normal second) for 1 energy per 3 hp;
-  3. the others walk at their speed toward their target, move point or attack-move point;
-     ground units push apart where their radii overlap; the map edges hold everyone in.
+     second (9 per normal second) for 1 energy per 3 hp; shields regenerate after 10 normal
+     seconds without damage, zerg life always;
+  3. the others walk at their speed toward their target, move point or attack-move point,
+     around the map's unpathable ground along shortest paths (``envs.smac.terrain``); ground
+     units push apart where their radii overlap (a colossus walks over smaller units); no
+     unit steps onto ground it cannot walk on.
 
 Orders change once per agent step, so everything that follows from an order (may it chase,
 how far does it look for targets, where does it walk) is derived then, in ``_refresh``, not
@@ -24,9 +29,6 @@ in every frame. A dead unit is parked far off the map, so that no distance test 
 
 What SMAC's agents see (observations, state, masks, reward) is computed from these arrays in
 ``_observe`` with SMAC's feature order and normalisation.
-
-Shields do not regenerate (SC2 regenerates 2/s after 10 s out of combat; SMAC episodes rarely
-leave units out of combat that long).
 """
 
 from __future__ import annotations

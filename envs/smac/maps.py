@@ -1,15 +1,18 @@
-"""SMAC v1 maps and SMACv2 procedural scenarios: who fights, where they start, for how long.
+"""SMAC v1 maps and SMACv2 procedural scenarios: who fights, where they start, on what ground,
+what the enemy is ordered to do, for how long.
 
 v1 maps: units, counts, episode limits, races and unit-type bits as in SMAC's map registry
 (github.com/oxwhirl/smac, ``smac/env/starcraft2/maps/smac_maps.py``) and the map table of its
-``docs/smac.md``; ``tests/envs/test_smac.py`` checks them against a copy of both. Every v1 map
-is laid out as smaclite's open-field maps are (github.com/uoe-agents/smaclite,
-``smaclite/env/maps/smaclite_maps/``, e.g. ``2s3z.json``): 32x32, allies grouped around
-(9, 16), enemies around (23, 16), the enemy AI attack-moving to the allies' start. (smaclite
-gives corridor, 2c_vs_64zg, 2s_vs_1sc and bane_vs_bane their own terrain and starts; this
-simulator does not.) SMACv2 scenarios (github.com/oxwhirl/smacv2, its README's scenario table
-and ``smacv2/examples/configs/sc2_gen_*.yaml``) sample unit types per episode (0.45/0.45/0.10)
-and starts ("surrounded" or "reflect", p = 0.5 each).
+``docs/smac.md``; ``tests/envs/test_smac.py`` checks them against a copy of both. Spawn points,
+enemy orders and ground come from the map archives themselves
+(``smac/env/starcraft2/maps/SMAC_Maps/<map>.SC2Map``: ``Objects``, ``MapScript.galaxy`` and
+``t3CellFlags``): most maps spawn the agents on (9, 16) and the enemy on (23, 16) and
+attack-move the enemy to (9, 16); seven maps differ (``_LAYOUTS``). SC2 places the units asked
+to spawn on one point around it; here a compact formation with a small seeded jitter.
+SMACv2 scenarios (github.com/oxwhirl/smacv2, its README's scenario table and
+``smacv2/examples/configs/sc2_gen_*.yaml``) sample unit types per episode (0.45/0.45/0.10)
+and starts with its ``surrounded_and_reflect`` distribution (``distributions.py``) on the
+open 32x32_flat map.
 """
 
 from __future__ import annotations

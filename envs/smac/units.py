@@ -16,6 +16,10 @@ here from public re-implementations of SMAC and the game's data:
   sight and weapon ranges with SMACv2's ``unit_sight_range`` / ``unit_shoot_range``
   (github.com/oxwhirl/smacv2, ``smacv2/env/starcraft2/starcraft2.py``).
 
+The agents' units are the SMAC maps' own ``*_RL`` types (their ``UnitData.xml``): the same as
+the game's except Hydralisk_RL's 80 hp and Medivac_RL's speed 2.75 per normal second (3.85
+faster), kept as ``agent_hp`` / ``agent_speed``; the enemy's units are the game's.
+
 Everything the simulator needs about a unit type is a column here, so that the core gathers
 per-unit arrays with one fancy index (``TABLE.hp[types]``) instead of branching on names.
 """
