@@ -260,30 +260,22 @@ def _formation(n: int, spacing: float) -> np.ndarray:
     return (offsets * spacing).astype(np.float32)
 
 
-def group_positions(
-    types: np.ndarray, centre, rng: np.random.Generator, mirror: bool = False
-) -> np.ndarray:
-    """Positions of a compact square formation around ``centre``, with a small seeded jitter
-    (so that episodes of one map differ, as SC2's own placement does). ``mirror`` flips it
-    left-right, so that two facing teams have the same units in front."""
+def formation(types: np.ndarray, centre, mirror: bool = False) -> np.ndarray:
+    """Positions of a compact square formation of ``types`` around ``centre``; ``mirror``
+    flips it left-right, so that two facing teams have the same units in front."""
     offsets = _formation(len(types), 2 * float(TABLE.radius[types].max()) + 0.2)
     if mirror:
         offsets = offsets * np.array([-1.0, 1.0], np.float32)
-    pos = np.asarray(centre, np.float32) + offsets
-    pos += rng.uniform(-0.2, 0.2, size=pos.shape)
-    return pos.astype(np.float32)
+    return (np.asarray(centre, np.float32) + offsets).astype(np.float32)
 
 
 def sample_battle(spec: MapSpec, rng: np.random.Generator):
     """Unit types ``[U]`` (allies then enemies), start positions ``[U, 2]`` and the point the
     enemy AI attack-moves to, for one episode of ``spec``."""
     if not spec.procedural:
-        ally_types = np.array(_expand(spec.allies))
-        enemy_types = np.array(_expand(spec.enemies))
-        ally_pts = _spawn_points(spec.allies, spec.ally_at or (ALLY_START,) * len(spec.allies))
-        enemy_pts = _spawn_points(spec.enemies, spec.enemy_at or (ENEMY_START,) * len(spec.enemies))
-        ally_pos = place(ally_types, ally_pts, rng, spec.terrain)
-        enemy_pos = place(enemy_types, enemy_pts, rng, spec.terrain, mirror=True)
+        ally_types, ally_base, enemy_types, enemy_base = _v1_start(spec.name)
+        ally_pos = jitter(ally_base, rng, spec.terrain)
+        enemy_pos = jitter(enemy_base, rng, spec.terrain)
         # SMAC numbers the agents by (unit type id, x, y).
         rank = np.array([spec.ally_type_ids.get(UNIT_TYPES[t].name, 0) for t in ally_types])
         order = np.lexsort((ally_pos[:, 1], ally_pos[:, 0], rank))
@@ -299,14 +291,31 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
         extra = _v2_team(spec.race, spec.n_enemies - spec.n_allies, rng)
         enemy_types = np.concatenate([ally_types, extra])[: spec.n_enemies]
         ally_pts, enemy_pts = v2_spawn_points(len(ally_types), len(enemy_types), rng)
-        ally_pos = place(ally_types, ally_pts, rng, spec.terrain)
-        enemy_pos = place(enemy_types, enemy_pts, rng, spec.terrain)
+        ally_pos = jitter(place(ally_types, ally_pts, spec.terrain), rng, spec.terrain)
+        enemy_pos = jitter(place(enemy_types, enemy_pts, spec.terrain), rng, spec.terrain)
         order = _v2_agent_order(ally_types, ally_pos)
         ally_types, ally_pos = ally_types[order], ally_pos[order]
         point = ally_pos.mean(0)
     types = np.concatenate([ally_types, enemy_types]).astype(np.int64)
     pos = np.clip(np.concatenate([ally_pos, enemy_pos]), 0.5, MAP_SIZE - 0.5)
     return types, pos.astype(np.float32), point.astype(np.float32)
+
+
+@functools.cache
+def _v1_start(name: str):
+    """A v1 map's unit types and start positions before the per-episode jitter."""
+    spec = SMAC_MAPS[name]
+    out = []
+    for groups, at, mirror in (
+        (spec.allies, spec.ally_at, False),
+        (spec.enemies, spec.enemy_at, True),
+    ):
+        types = np.array(_expand(groups))
+        points = _spawn_points(
+            groups, at or ((ENEMY_START if mirror else ALLY_START),) * len(groups)
+        )
+        out += [types, place(types, points, spec.terrain, mirror)]
+    return tuple(out)
 
 
 def _spawn_points(groups, points) -> np.ndarray:
@@ -351,13 +360,7 @@ def v2_spawn_points(n: int, m: int, rng: np.random.Generator):
     return ally, np.r_[np.c_[MAP_SIZE - ally[:k, 0], ally[:k, 1]], extra]
 
 
-def place(
-    types: np.ndarray,
-    points: np.ndarray,
-    rng: np.random.Generator,
-    layout: str = "open",
-    mirror: bool = False,
-) -> np.ndarray:
+def place(types: np.ndarray, points: np.ndarray, layout: str, mirror: bool = False) -> np.ndarray:
     """Positions for units asked to spawn on ``points``, as SC2 places them: units sharing a
     point stand around it in a compact formation (``mirror``: the enemy's, facing left), and
     a unit that would stand on unpathable ground moves to the nearest pathable cell."""
@@ -366,7 +369,7 @@ def place(
     for g in np.unique(group):
         idx = np.flatnonzero(group == g)
         if len(idx) > 1:
-            pos[idx] = group_positions(types[idx], points[idx[0]], rng, mirror)
+            pos[idx] = formation(types[idx], points[idx[0]], mirror)
     ground = terrain.walkable(layout)[terrain.GROUND]
     off = ~ground[terrain.cell_of(pos[:, 0], pos[:, 1])]
     if off.any():
@@ -375,6 +378,16 @@ def place(
         to = free[np.abs(here[:, None] - free[None, :]).argmin(1)]
         pos[off] = np.c_[to.real, to.imag]
     return pos
+
+
+def jitter(pos: np.ndarray, rng: np.random.Generator, layout: str) -> np.ndarray:
+    """``pos`` moved by a small seeded jitter (up to 0.2 per axis), so that a map's episodes
+    differ; a unit the jitter would put on unpathable ground keeps its place."""
+    out = pos + rng.uniform(-0.2, 0.2, size=pos.shape).astype(np.float32)
+    ground = terrain.walkable(layout)[terrain.GROUND]
+    off = ~ground[terrain.cell_of(out[:, 0], out[:, 1])]
+    out[off] = pos[off]
+    return out
 
 
 def _v2_agent_order(types: np.ndarray, pos: np.ndarray) -> np.ndarray:

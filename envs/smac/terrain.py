@@ -23,6 +23,7 @@ import functools
 import numpy as np
 
 SIZE = 32
+_clip = np._core.umath.clip  # the ufunc itself, without np.clip's Python wrapper
 # Movers: what a unit may walk on.
 GROUND, CLIFF_WALKER, AIR = range(3)
 
@@ -206,8 +207,8 @@ def _shift(grid: np.ndarray, k: int, axis: int) -> np.ndarray:
 
 def cell_of(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Flat cell index ``x * 32 + y`` of positions (clamped to the map)."""
-    ix = np.clip(x.astype(np.int64), 0, SIZE - 1)
-    iy = np.clip(y.astype(np.int64), 0, SIZE - 1)
+    ix = _clip(x.astype(np.int64), 0, SIZE - 1)
+    iy = _clip(y.astype(np.int64), 0, SIZE - 1)
     return ix * SIZE + iy
 
 
