@@ -100,7 +100,6 @@ def learn(
     recurrent=False,
     paper=False,
 ):
-    import envs
     from envs.smac.maps import SMAC_MAPS
     from policies import algorithm
 
@@ -113,8 +112,9 @@ def learn(
         minibatches = knobs.pop("minibatches")
         for key, value in knobs.items():
             setattr(settings, key, value)
-        n_agents = len(envs.make(env_id).possible_agents)
-        settings.minibatch_size = settings.train_batch_size * n_agents // minibatches
+        # One minibatch: as large as the settings allow (train_batch_size; the shared module
+        # sees every agent's rows, so a batch holds several minibatches of this size).
+        settings.minibatch_size = settings.train_batch_size // minibatches
         settings.model.recurrent, settings.model.max_seq_len = True, 10
     algo = mappo.build(env_id, settings, seed=seed).build_algo()
     points, trained, t_eval = [], 0.0, 0.0

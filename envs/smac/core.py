@@ -40,7 +40,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import seeding
 
-from envs.smac import terrain
+from envs.smac import fused, terrain
 from envs.smac import units as U_
 from envs.smac.maps import (
     HOLD,
@@ -157,6 +157,8 @@ class BattleBatch(VectorEnv):
         auto_reset: reset a battle inside ``step`` when it ends (the training sampler's
             contract); the PettingZoo env turns it off. Without it, a finished battle's
             agents may only no-op until the next ``reset``, so a batch steps on as one.
+        engine: ``"numba"`` runs a step's frames compiled (``envs.smac.fused``), ``"numpy"``
+            as array operations; ``"auto"`` takes numba where it is installed.
         options: SMAC's environment options, :class:`BattleOptions`.
     """
 
@@ -168,6 +170,7 @@ class BattleBatch(VectorEnv):
         seed: int | None = None,
         map_name: str = "3m",
         auto_reset: bool = True,
+        engine: str = "auto",
         **options,
     ):
         self.spec: MapSpec = spec_of(map_name)
@@ -183,6 +186,11 @@ class BattleBatch(VectorEnv):
         self._fov_dirs = np.exp(1j * angles).astype(np.complex64)
         self.fov = np.ones((B, A), np.complex64)  # each agent's facing (x + iy)
         self.auto_reset = auto_reset
+        if engine not in ("auto", "numba", "numpy"):
+            raise ValueError(f"engine must be 'auto', 'numba' or 'numpy', got {engine!r}")
+        if engine == "numba" and not fused.AVAILABLE:
+            raise ValueError("engine='numba' needs numba: pip install 'arena[smac]'")
+        self.fused = engine != "numpy" and fused.AVAILABLE
         self.agents = tuple(f"agent_{i}" for i in range(A))
         self.type_bits = self.spec.type_bits
         self.shield_ally = int(self.spec.shields("allies"))
@@ -563,12 +571,12 @@ class BattleBatch(VectorEnv):
         chase = has_t & ~in_range & self.may_chase
         walking = chase | (self.walks_to_goal & ~has_t)
         dest = np.where(chase, pos.ravel()[(self._base + tgt).ravel()].reshape(B, Un), self.goal)
+        stride = self.stride
+        there = (np.abs(dest - pos) <= stride) & self.is_move
         if self._routes is not None:
             dest = self._route(pos, dest)
         v = dest - pos
         gap = np.abs(v)
-        stride = self.stride
-        there = (gap <= stride) & self.is_move
         if there.any():
             self._arrive(there)
         scale = np.where(walking, np.minimum(stride, gap) / np.maximum(gap, EPS), 0.0)
@@ -689,10 +697,10 @@ class BattleBatch(VectorEnv):
         unit has taken no damage for 10 normal seconds; zerg life 0.2734 per normal second."""
         if self.has_shields:
             rested = (self.clock - self.hit_at >= U_.SHIELD_REGEN_DELAY) & self.alive
-            self.sh = np.minimum(self.sh + rested * U_.SHIELD_REGEN, self.sh_max)
+            self.sh = np.minimum(self.sh + rested * np.float32(U_.SHIELD_REGEN), self.sh_max)
         if self.has_zerg:
             grow = self.zerg & self.alive
-            self.hp = np.minimum(self.hp + grow * U_.ZERG_REGEN, self.hp_max)
+            self.hp = np.minimum(self.hp + grow * np.float32(U_.ZERG_REGEN), self.hp_max)
 
     def _heal(self, healing, tgt) -> None:
         energy = np.minimum(self.energy + U_.ENERGY_REGEN_PER_S * DT, U_.MEDIVAC_ENERGY_MAX)
@@ -886,8 +894,12 @@ class BattleBatch(VectorEnv):
         self._apply_orders(actions)
         before = self.hp + self.sh
         was_alive = self.alive.copy()
-        for _ in range(U_.STEP_MUL):
-            self._frame()
+        if self.fused:
+            fused.frames(self, U_.STEP_MUL)
+            self._refresh()
+        else:
+            for _ in range(U_.STEP_MUL):
+                self._frame()
         self.t += 1
         alive = self.alive
         body = alive & ~self.is_medivac  # a team of medivacs alone has lost (SMAC's rule)
