@@ -26,7 +26,6 @@ AIR = 2
 EPS = np.float32(1e-5)
 INF = np.float32(np.inf)
 # The unit table's constants, as float32 like the core's arrays.
-DT = np.float32(1.0 / U_.FRAMES_PER_SECOND)
 HEAL_PER_FRAME = np.float32(U_.TABLE.damage[U_.MEDIVAC] * np.float32(1.0 / U_.FRAMES_PER_SECOND))
 ENERGY_PER_FRAME = np.float32(U_.ENERGY_REGEN_PER_S * (1.0 / U_.FRAMES_PER_SECOND))
 ENERGY_MAX = np.float32(U_.MEDIVAC_ENERGY_MAX)
@@ -72,13 +71,12 @@ def _frames_py(
     total = np.empty(Un, np.float64)
     hits = np.empty(Un, np.float64)
     amount = np.empty(Un, np.float32)
-    start = np.empty(Un, np.complex64)
+    moved = np.empty(Un, np.complex64)  # this frame's new positions
     fire = np.empty(Un, np.bool_)
     for b in range(B):
         for f in range(n):
             clock = clock0 + f
             for i in range(Un):
-                start[i] = pos[b, i]
                 for j in range(Un):
                     d = pos[b, j] - pos[b, i]
                     dz[i, j] = d
@@ -208,9 +206,9 @@ def _frames_py(
                             x = here.real
                         else:
                             x, y = here.real, here.imag
-                start[i] = np.complex64(x + 1j * y)
+                moved[i] = np.complex64(x + 1j * y)
             for i in range(Un):
-                pos[b, i] = start[i]
+                pos[b, i] = moved[i]
 
 
 def _splash_py(b, i, t, types, dz, dist, radius, team, alive, ground, raw, n_attacks, total, hits):
