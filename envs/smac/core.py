@@ -541,10 +541,12 @@ class BattleBatch(VectorEnv):
         B, Un = closest.shape
         # Gathering the minimum at argmin is several times cheaper than a second reduction.
         nearest = look.reshape(-1, Un)[self._flat, closest.ravel()].reshape(B, Un)
-        # A unit that took a target on its own keeps it while it stays within reach of its
-        # acquisition (SC2 does not switch to whoever is closest every frame).
+        # A unit that took a target on its own keeps it while the target stays in weapon range
+        # or keeps shooting at it (as smaclite models SC2's attack-move), else takes the
+        # closest again.
         kept = look.reshape(-1, Un)[self._flat, self.locked.ravel()].reshape(B, Un)
-        keep = kept <= self.acquire
+        its_target = self.fired_at.ravel()[(self._base + self.locked).ravel()].reshape(B, Un)
+        keep = (kept <= self.acquire) & ((kept <= self.reach) | (its_target == self._none))
         closest = np.where(keep, self.locked, closest)
         nearest = np.where(keep, kept, nearest)
         auto = nearest <= self.acquire

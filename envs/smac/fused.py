@@ -99,7 +99,7 @@ def _frames_py(
                 kept = dist[i, lk] + reach_offset[b, i, lk]
                 if medivacs and is_medivac[b, i] and hp[b, lk] >= hp_max[b, lk]:
                     kept = INF
-                if kept <= acquire:
+                if kept <= acquire and (kept <= reach[b, i] or fired_at[b, lk] == i):
                     best, nearest = lk, kept
                 auto = nearest <= acquire
                 locked[b, i] = best if (auto and not ordered) else i

@@ -412,6 +412,10 @@ def test_an_enemy_keeps_the_target_it_took_while_it_stays_in_reach():
     core.pos[0, a1] = 15.5 + 13j  # now closer than agent 0, also in range
     frames(core, 3)
     assert core.fired_at[0, enemy] == a0
+    # Out of its weapon range (and not shooting back), the target is dropped for the closest.
+    core.pos[0, a0] = 8 + 16j
+    frames(core, 1)
+    assert core.fired_at[0, enemy] == a1
 
 
 def test_colossus_line_splash_hits_units_beside_its_target():
