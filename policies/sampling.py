@@ -221,6 +221,16 @@ class _Module:
         self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), state)
 
 
+def gumbel_max(logp: torch.Tensor) -> torch.Tensor:
+    """One draw per row from the categorical of log-probabilities ``logp`` ``[N, A]``: Gumbel-max
+    draws exactly from it without torch.multinomial's per-call overhead. torch.rand can return
+    exactly 0, whose Gumbel noise is -inf: it would sink a legal action below the masked ones (a
+    dead SMAC agent then "chose" stop, about once in 10^7 draws), so the uniforms start at the
+    tiniest float."""
+    u = torch.rand_like(logp).clamp_(min=torch.finfo(logp.dtype).tiny)
+    return (logp - torch.log(-torch.log(u))).argmax(dim=-1)
+
+
 class VectorEnvRunner(EnvRunner, Checkpointable):
     """Samples ``num_envs_per_env_runner`` copies of ``config.env`` with the run's modules.
 
@@ -296,11 +306,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             if random_actions:
                 inputs = torch.where(inputs > FLOAT_MIN, 0.0, inputs)  # uniform over legal
             if m.discrete:
-                # Gumbel-max draws exactly from the categorical, without torch.multinomial's
-                # per-call overhead.
                 logp_all = torch.log_softmax(inputs, dim=-1)
-                scores = logp_all - torch.log(-torch.log(torch.rand_like(logp_all)))
-                actions = (scores if explore else inputs).argmax(dim=-1)
+                actions = gumbel_max(logp_all) if explore else inputs.argmax(dim=-1)
                 logp = logp_all.gather(-1, actions[:, None])[:, 0]
             else:
                 dist = m.dist_cls.from_logits(inputs)

@@ -230,3 +230,27 @@ def test_array_batches_equal_what_rllibs_gae_makes_of_the_episodes(
                 )
     finally:
         algo_.stop()
+
+
+def test_gumbel_max_never_draws_a_masked_action_even_from_a_zero_uniform(monkeypatch):
+    """torch.rand may return exactly 0 (Gumbel noise -inf): a legal action must still win over
+    the masked ones, whose log-probability is about float32's minimum."""
+    from policies.sampling import gumbel_max
+
+    logits = torch.full((4, 6), torch.finfo(torch.float32).min)
+    logits[:, 0] = -2e-3  # a dead SMAC agent: only no-op is legal
+    logits[2, 3] = 0.5  # another row with two legal actions
+    logp = torch.log_softmax(logits, dim=-1)
+
+    def zero_for_the_legal(x):  # the legal no-op's uniform is exactly 0, the others' are not
+        u = torch.full_like(x, 0.5)
+        u[:, 0] = 0.0
+        return u
+
+    monkeypatch.setattr(torch, "rand_like", zero_for_the_legal)
+    picked = gumbel_max(logp)
+    assert picked[[0, 1, 3]].tolist() == [0, 0, 0] and picked[2].item() == 3
+    monkeypatch.undo()
+    draws = gumbel_max(logp[2:3].expand(4000, -1))
+    share = (draws == 3).float().mean().item()  # exp(0.5) / (exp(0.5) + exp(-0.002))
+    assert abs(share - 0.6229) < 0.03
