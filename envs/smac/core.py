@@ -374,7 +374,9 @@ class BattleBatch(VectorEnv):
         ground = ~TABLE.air[ty]
         self.ground[rows] = ground
         self.mover[rows] = np.where(
-            ground, np.where(TABLE.is_colossus[ty], terrain.CLIFF_WALKER, terrain.GROUND), 2
+            ground,
+            np.where(TABLE.is_colossus[ty], terrain.CLIFF_WALKER, terrain.GROUND),
+            terrain.AIR,
         )
         if self.v2:  # SMACv2: per-unit sight and shoot ranges
             self.sight[rows] = TABLE.sight[ty]

@@ -14,15 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from envs.smac import units as U_
+from envs.smac.terrain import AIR
 
 try:
     import numba
 except ImportError:  # the NumPy frame runs instead
     numba = None
 
-# Order kinds and movers, as envs.smac.core and envs.smac.terrain number them.
+# Order kinds, as envs.smac.core numbers them (core imports this module, so not back).
 NONE, IDLE, MOVE, ATTACK, HEAL, AMOVE = range(6)
-AIR = 2
 EPS = np.float32(1e-5)
 INF = np.float32(np.inf)
 # The unit table's constants, as float32 like the core's arrays.
