@@ -10,6 +10,8 @@ seeds. Evaluation time is not counted as training time. Settings: Arena's defaul
 ``--recurrent`` adds a GRU to actor and critic (``model.recurrent=true``); ``--paper`` uses the
 MAPPO paper's recurrent MAPPO and its per-map settings (``MAPPO_PAPER``). The summary puts the
 paper's median test win rate (Yu et al. 2022, on StarCraft II) beside each map.
+Runs with the same settings accumulate in ``--out``: a map run again replaces its curve, the
+others are kept, so maps with different budgets share one table and plot.
 
 Prints one JSON line per evaluation and a summary line per map (final test win rate, env
 steps and minutes to reach 80% and 95%); writes ``--out`` (JSON) and a PNG next to it.
@@ -198,12 +200,22 @@ def main() -> None:
     if a.minutes <= 0 or a.battles <= 0:
         p.error("--minutes and --battles must be positive")
 
+    out = Path(a.out)
+    same = ("eval_every", "battles", "seed", "recurrent", "paper")
+    results, summary = {}, {}
+    if out.exists():  # an earlier run's maps are kept: runs on several maps accumulate
+        doc = json.loads(out.read_text())
+        if any(doc["settings"].get(k) != getattr(a, k) for k in same):
+            p.error(
+                f"{out} holds a run with other settings ({', '.join(same)}): pick another --out"
+            )
+        results, summary = doc["curves"], doc["summary"]
+
     import tempfile
 
     from training import runtime
 
     runtime.connect(num_cpus=2, dashboard=False, temp_dir=tempfile.mkdtemp(prefix="ray-bench-"))
-    results, summary = {}, {}
     for name in maps:
         results[name] = learn(
             name, a.minutes, a.eval_every, a.battles, a.seed, a.recurrent, a.paper
@@ -219,13 +231,14 @@ def main() -> None:
             "mappo_paper_test_win_rate": MAPPO_PAPER_WIN.get(name),
         }
         print(json.dumps({"bench": "learn_smac", "summary": name, **summary[name]}), flush=True)
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"settings": vars(a), "summary": summary, "curves": results}
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, out)
-    plot(results, out.with_suffix(".png"))
+        # written after every map, so a long multi-map run loses nothing to a crash
+        out.parent.mkdir(parents=True, exist_ok=True)
+        settings = {k: v for k, v in vars(a).items() if k not in ("maps", "minutes", "out")}
+        doc = {"settings": settings, "summary": summary, "curves": results}
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, out)
+        plot(results, out.with_suffix(".png"))
     print(json.dumps({"bench": "learn_smac", "wrote": [str(out), str(out.with_suffix(".png"))]}))
 
 

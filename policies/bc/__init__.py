@@ -10,13 +10,12 @@ per task into a cache folder first (resumable, reused by later runs).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
+from policies.lm.turns import scripted_traces
 
 
 @dataclass
@@ -45,19 +44,6 @@ class BCSettings(LMSettings):
         if not (self.teacher_params >= 0 and math.isfinite(self.teacher_params)):
             bad.append(f"teacher_params={self.teacher_params}")
         return bad
-
-
-def scripted_traces(tasks: list[str], episodes: int, error_rate: float) -> Path:
-    """A cache folder of scripted-teacher traces for ``tasks`` (written once, resumable)."""
-    from envs.web.traces import TeacherSpec, write_traces
-    from policies.lm.student import cache_root
-
-    key = hashlib.sha256(f"{sorted(tasks)}|{episodes}|{error_rate}".encode()).hexdigest()[:12]
-    out = cache_root() / "traces" / key
-    write_traces(
-        [f"websim/{t}-v0" for t in tasks], episodes, out, TeacherSpec("scripted", error_rate)
-    )
-    return out
 
 
 def build(env_id: str, settings: BCSettings, **options):

@@ -10,7 +10,6 @@ started from a BC run (``init``) that run's total.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,11 +32,13 @@ from ray.rllib.utils.metrics import (
 )
 
 from policies.algorithm import AlgorithmMismatch
-from policies.lm.learner import LMLearner, turn_batch
+from policies.lm.learner import LMLearner
 from policies.lm.module import MODULE_ID, LMModule
-from policies.lm.objective import AGGREGATIONS, group_advantages, turn_advantages
-from policies.lm.runner import TRAIN_SEEDS, TextEnvRunner
+from policies.lm.objective import AGGREGATIONS
+from policies.lm.play import TRAIN_SEEDS
+from policies.lm.runner import TextEnvRunner
 from policies.lm.student import StudentSettings, forward_flops, train_flops
+from policies.lm.turns import grpo_turns, read_traces, turn_batch
 
 COUNTERS = ("flops_teacher", "flops_init", "flops_sampling", "flops_train")
 LM_METRICS = (
@@ -191,38 +192,6 @@ def build_lm(
         .training(lr=settings.lr, grad_clip=settings.grad_clip)
         .debugging(seed=seed)
     )
-
-
-def read_traces(path: Path, successes_only: bool) -> tuple[list[dict], int]:
-    """Trace steps (``observation``, ``action``, episode history) of ``path``
-    (``traces.jsonl`` or a folder holding it), and how many steps it has in all."""
-    path = path / "traces.jsonl" if path.is_dir() else path
-    if not path.is_file():
-        raise AlgorithmMismatch(
-            f"no teacher traces at {path}; write some with `arena web traces --tasks TASK "
-            "--out DIR` and pass --traces DIR"
-        )
-    episodes: dict[tuple, list[dict]] = {}
-    total = 0
-    with path.open() as f:
-        for n, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-                key = (row["env"], int(row["seed"]))
-                row["observation"], row["action"]  # noqa: B018 - both must be there
-            except (ValueError, KeyError, TypeError):
-                raise AlgorithmMismatch(f"{path}:{n}: not a trace step") from None
-            episodes.setdefault(key, []).append(row)
-            total += 1
-    steps = []
-    for rows in episodes.values():
-        if successes_only and not rows[-1].get("success"):
-            continue
-        history: list[str] = []
-        for row in rows:
-            steps.append({**row, "history": list(history)})
-            history.append(row["action"])
-    return steps, total
 
 
 def load_init(run: str, student_keys: dict) -> tuple[dict, float]:
@@ -390,31 +359,10 @@ class LMAlgorithm(Algorithm):
             episodes += [{**e, "group": (i, e["group"])} for e in part]
         if not episodes:
             return [], 0, {}
-        keys = {g: j for j, g in enumerate(dict.fromkeys(e["group"] for e in episodes))}
-        gid = np.array([keys[e["group"]] for e in episodes])
-        rewards = np.array([e["reward"] for e in episodes])
-        adv, flat = group_advantages(rewards, gid, s["std_normalise"])
-        turns = []
-        for e, a, f in zip(episodes, adv, flat, strict=True):
-            if s["filter_zero_std"] and f:
-                continue
-            for t, ta in zip(
-                e["turns"], turn_advantages(a, e["length"], s["discount"]), strict=True
-            ):
-                if s["mask_truncated"] and t["truncated"]:
-                    continue
-                turns.append({**t, "advantage": float(ta)})
+        turns, stats = grpo_turns(episodes, s)
         self.counters["flops_sampling"] += forward_flops(
             self.params, sum(e["tokens"] for e in episodes)
         )
-        answers = [len(t["answer"]) for e in episodes for t in e["turns"]]
-        stats = {
-            "success_rate": float(np.mean([e["success"] for e in episodes])),
-            "episode_return_mean": float(rewards.mean()),
-            "episode_len_mean": float(np.mean([e["length"] for e in episodes])),
-            "zero_std_share": float(np.mean([flat[gid == j][0] for j in range(len(keys))])),
-            "answer_tokens": float(np.mean(answers)),
-        }
         return turns, sum(e["length"] for e in episodes), stats
 
     def _learn(self, batch: dict, minibatch: int, epochs: int) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from policies.lm.play import play
-from policies.lm.runner import TRAIN_SEEDS, env_id_for
+from policies.lm.play import TRAIN_SEEDS, env_id_for, play
 from policies.lm.student import Student, StudentSettings
 
 EVAL_SEED0 = TRAIN_SEEDS + 100_000

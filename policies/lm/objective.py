@@ -83,9 +83,54 @@ def aggregate(
     if mode == "token-mean":
         return token_loss.sum() / max(token_loss.numel(), 1)
     if mode == "seq-mean-token-mean":
-        sums = torch.zeros(num_seqs, dtype=token_loss.dtype).index_add(0, seq, token_loss)
+        sums = torch.zeros(num_seqs, dtype=token_loss.dtype, device=token_loss.device)
+        sums = sums.index_add(0, seq, token_loss)
         counts = torch.bincount(seq, minlength=num_seqs).clamp(min=1)
         return (sums / counts).mean()
     if mode == "constant":
         return token_loss.sum() / (num_seqs * max_tokens)
     raise ValueError(f"loss aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")
+
+
+def lm_loss(
+    logp: torch.Tensor,
+    entropy: torch.Tensor,
+    batch: dict[str, torch.Tensor],
+    cfg: dict,
+    ref_logp: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict]:
+    """One batch's loss and what to log: behaviour cloning's cross-entropy on the answer
+    tokens (``cfg["mode"] == "bc"``) or GRPO's clipped surrogate, plus ``beta`` k3 to
+    ``ref_logp`` when given.
+
+    Args:
+        logp, entropy: the student's values at the answer tokens (``Student.token_logps``).
+        batch: ``policies.lm.turns.turn_batch``'s arrays as tensors on the student's device.
+        cfg: ``mode``, ``loss_agg``, ``max_new_tokens``; for GRPO ``eps_low``, ``eps_high``,
+            ``clip`` and ``beta``.
+    """
+    where = batch["targets"][:, 1:].bool()
+    seq = torch.nonzero(where)[:, 0]
+    B = batch["tokens"].shape[0]
+    log = {"entropy": entropy.mean(), "tokens": float(logp.numel())}
+    if cfg["mode"] == "bc":
+        loss = aggregate(-logp, seq, B, cfg["loss_agg"], cfg["max_new_tokens"])
+        log["policy_loss"] = loss
+        return loss, log
+    old = batch["old_logp"][:, 1:][where]
+    adv = batch["advantage"][seq]
+    tok_loss, ratio, clipped = surrogate(
+        logp, old, adv, cfg["eps_low"], cfg["eps_high"], cfg["clip"]
+    )
+    if ref_logp is not None:
+        kl = k3(logp, ref_logp)
+        tok_loss = tok_loss + cfg["beta"] * kl
+        log["kl_ref"] = kl.mean()
+    loss = aggregate(tok_loss, seq, B, cfg["loss_agg"], cfg["max_new_tokens"])
+    log.update(
+        policy_loss=loss,
+        ratio_mean=ratio.mean(),
+        clip_fraction=clipped.float().mean(),
+        kl_old=(old - logp).mean(),  # k1 estimate of KL(old || new)
+    )
+    return loss, log

@@ -2,17 +2,27 @@
 prompts of every env still running into one generation call.
 
 Used by the GRPO sampler (groups of attempts at one page), by behaviour cloning's held-out
-evaluation and by ``arena eval``.
+evaluation and by ``arena eval``. Nothing here imports Ray, so a study can also run these
+pieces in one plain process (``bench/lm_study_direct.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from envs.web.env import AGENT
 from policies.lm.student import Completion, Student
+
+TRAIN_SEEDS = 1_000_000
+"""Training pages are seeds below this (teacher traces use 0, 1, ...); held-out pages at and
+above it."""
+
+
+def env_id_for(task: str, backend: str) -> str:
+    return f"websim/{task}-v0" if backend == "twin" else f"web/{task}-v1"
 
 
 @dataclass
@@ -70,3 +80,27 @@ def play(
             else:
                 obs[i] = o[AGENT]
     return episodes
+
+
+def episode_record(ep: Episode) -> dict[str, Any]:
+    """An episode as plain data (what crosses from a runner actor to the driver)."""
+    return {
+        "task": ep.task,
+        "seed": ep.seed,
+        "group": ep.group,
+        "reward": ep.reward,
+        "success": ep.success,
+        "parse_errors": ep.parse_errors,
+        "length": len(ep.turns),
+        "tokens": ep.tokens,
+        "actions": ep.actions,
+        "turns": [
+            {
+                "prompt": t.prompt,
+                "answer": t.answer.tokens,
+                "logps": t.answer.logps,
+                "truncated": t.answer.truncated,
+            }
+            for t in ep.turns
+        ],
+    }

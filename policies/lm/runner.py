@@ -14,40 +14,8 @@ from ray.rllib.utils.checkpoints import Checkpointable
 
 import envs
 from policies.lm.module import MODULE_ID
-from policies.lm.play import Episode, play
+from policies.lm.play import TRAIN_SEEDS, env_id_for, episode_record, play
 from policies.sampling import VectorEnvRunner
-
-TRAIN_SEEDS = 1_000_000
-"""Training pages are seeds below this (teacher traces use 0, 1, ...); held-out pages at and
-above it."""
-
-
-def env_id_for(task: str, backend: str) -> str:
-    return f"websim/{task}-v0" if backend == "twin" else f"web/{task}-v1"
-
-
-def episode_record(ep: Episode) -> dict[str, Any]:
-    """An episode as plain data (what crosses from the runner actor to the driver)."""
-    return {
-        "task": ep.task,
-        "seed": ep.seed,
-        "group": ep.group,
-        "reward": ep.reward,
-        "success": ep.success,
-        "parse_errors": ep.parse_errors,
-        "length": len(ep.turns),
-        "tokens": ep.tokens,
-        "actions": ep.actions,
-        "turns": [
-            {
-                "prompt": t.prompt,
-                "answer": t.answer.tokens,
-                "logps": t.answer.logps,
-                "truncated": t.answer.truncated,
-            }
-            for t in ep.turns
-        ],
-    }
 
 
 class TextEnvRunner(EnvRunner, Checkpointable):

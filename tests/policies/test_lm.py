@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from policies.lm.learner import turn_batch
 from policies.lm.objective import aggregate, group_advantages, k3, surrogate, turn_advantages
 from policies.lm.student import (
     ByteTokenizer,
@@ -17,6 +16,7 @@ from policies.lm.student import (
     forward_flops,
     train_flops,
 )
+from policies.lm.turns import turn_batch
 
 TINY = StudentSettings(kind="tiny")
 
@@ -290,3 +290,40 @@ def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
     with pytest.raises(AlgorithmMismatch, match="not a bc/grpo run"):
         Run.create(_cfg("grpo", init=str(tmp_path)), out=str(tmp_path))
     assert not list(tmp_path.rglob("config.yaml"))  # refused before a run directory appears
+
+
+def test_direct_study_runs_without_ray(tmp_path):
+    """bench/lm_study_direct.py (for a GPU machine that has no Ray) imports nothing of Ray and
+    trains both arms from one branch to equal FLOPs with the tiny student."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    block = (
+        "import sys, runpy\n"
+        "class NoRay:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'ray' or name.startswith('ray.'):\n"
+        "            raise ImportError('Ray is blocked in this test')\n"
+        "sys.meta_path.insert(0, NoRay())\n"
+        "sys.argv = ['lm_study_direct.py'] + sys.argv[1:]\n"
+        f"runpy.run_path({str(root / 'bench' / 'lm_study_direct.py')!r}, run_name='__main__')\n"
+    )
+    args = ["--student", "tiny", "--device", "cpu", "--tasks", "click-test-2",
+            "--trace-episodes", "8", "--bc-iterations", "4", "--bc-batch", "8",
+            "--grpo-minutes", "0.01", "--groups", "1", "--group-size", "2",
+            "--minibatch", "8", "--episodes", "2", "--eval-every", "100",
+            "--out", str(tmp_path)]  # fmt: skip
+    env = {**__import__("os").environ, "ARENA_CACHE": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", block, *args], cwd=root, env=env, check=True,
+                   timeout=300, capture_output=True)  # fmt: skip
+    doc = json.loads((tmp_path / "study-seed0.json").read_text())
+    assert doc["done"] and doc["device"] == "cpu"
+    branch, bc, grpo = (doc["arms"][a]["flops"] for a in ("branch", "bc", "bc+grpo"))
+    assert branch < grpo <= bc  # BC went on until it had spent GRPO's FLOPs
+    subprocess.run([sys.executable, "bench/lm_study_direct.py", "--summarise", str(tmp_path)],
+                   cwd=root, check=True, timeout=120, capture_output=True)  # fmt: skip
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["seeds"] == [0] and (tmp_path / "summary.png").is_file()

@@ -1,0 +1,351 @@
+"""The BC+GRPO against BC study of ``bench/lm_study.py`` in one plain process, without Ray: for
+a machine with a GPU but no Ray (the accelerator machine lent to this project has none).
+
+It runs the pieces the ``bc`` and ``grpo`` algorithms run (the student, ``policies.lm.play``,
+``policies.lm.turns``, ``policies.lm.objective.lm_loss``, Adam with the same gradient-norm
+clip, the same FLOP counts) in a loop of its own, on ``--device``. Per seed: behaviour cloning
+on the scripted teacher's traces of every task up to the branch point; from there (a) GRPO for
+``--grpo-minutes`` and (b) more behaviour cloning until its FLOPs reach GRPO's. Both arms are
+scored greedily on held-out page seeds of every task (twin) along the way, so the result is a
+success-against-FLOPs curve per arm. Writes ``OUT/<name>-seed<N>.json`` after every stage.
+
+    python bench/lm_study_direct.py --student smollm2 --device cuda --seed 0 --out DIR
+    python bench/lm_study_direct.py --summarise DIR [DIR2]   # intervals per arm, a plot
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TASKS = ["click-test-2", "click-button", "click-link", "focus-text", "click-dialog"]
+
+
+def write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+class Trainer:
+    """A student, its optimizer and the FLOPs spent on it so far."""
+
+    def __init__(self, student, lr: float, grad_clip: float, cfg: dict, flops: dict):
+        import torch
+
+        self.student, self.cfg, self.flops = student, cfg, dict(flops)
+        self.grad_clip = grad_clip
+        self.opt = torch.optim.Adam(student.model.parameters(), lr=lr)
+        self.device = next(student.model.parameters()).device
+
+    def total(self) -> float:
+        return sum(self.flops.values())
+
+    def step(self, turns: list[dict]) -> dict:
+        """One gradient step on ``turns`` (``cfg["mode"]``'s loss); returns what it logged."""
+        import torch
+
+        from policies.lm.objective import lm_loss
+        from policies.lm.student import train_flops
+        from policies.lm.turns import turn_batch
+
+        arrays = turn_batch(turns, self.student.tok.pad_id)
+        batch = {k: torch.as_tensor(v, device=self.device) for k, v in arrays.items()}
+        self.student.model.train()
+        logp, entropy = self.student.token_logps(
+            batch["tokens"], batch["attention"], batch["targets"], self.cfg["temperature"]
+        )
+        loss, log = lm_loss(logp, entropy, batch, self.cfg)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.student.model.parameters(), self.grad_clip)
+        self.opt.step()
+        self.flops["train"] += train_flops(self.student.params, int(arrays["attention"].sum()))
+        return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in log.items()}
+
+
+class EnvPool:
+    """Twin envs per task, made once and reused (``play`` needs distinct objects)."""
+
+    def __init__(self):
+        self.envs: dict[str, list] = {}
+
+    def jobs(self, pages: list[tuple[str, int, int]]) -> list:
+        import envs
+
+        used: dict[str, int] = {}
+        out = []
+        for task, seed, group in pages:
+            have = self.envs.setdefault(task, [])
+            k = used.get(task, 0)
+            if k == len(have):
+                have.append(envs.make(f"websim/{task}-v0"))
+            used[task] = k + 1
+            out.append((have[k], task, seed, group))
+        return out
+
+
+def evaluate(student, pool: EnvPool, tasks: list[str], episodes: int) -> dict[str, float]:
+    """Greedy success per task on held-out page seeds (``EVAL_SEED0`` onward)."""
+    import numpy as np
+
+    from policies.lm.evaluation import EVAL_SEED0
+    from policies.lm.play import play
+
+    pages = [(t, s, 0) for t in tasks for s in range(EVAL_SEED0, EVAL_SEED0 + episodes)]
+    wins: dict[str, list[bool]] = {t: [] for t in tasks}
+    for i in range(0, len(pages), 64):
+        for e in play(student, pool.jobs(pages[i : i + 64]), 0.0):
+            wins[e.task].append(e.success)
+    return {t: float(np.mean(w)) for t, w in wins.items()}
+
+
+def run_seed(a) -> None:
+    import numpy as np
+    import torch
+
+    from policies.lm.play import TRAIN_SEEDS, episode_record, play
+    from policies.lm.student import Student, StudentSettings, forward_flops
+    from policies.lm.turns import grpo_turns, read_traces, scripted_traces
+
+    torch.set_num_threads(1)
+    torch.backends.cuda.matmul.allow_tf32 = True  # fp32 weights; TF32 products on a GPU
+    dev = torch.device(
+        a.device if a.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+    )
+    tasks = a.tasks.split(",")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{a.name}-seed{a.seed}.json"
+    doc = {"settings": vars(a), "device": str(dev), "arms": {}, "timing_s": {}}
+    if dev.type == "cuda":
+        doc["gpu"] = torch.cuda.get_device_name(dev)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(a.seed)
+    settings = StudentSettings(kind=a.student)
+    student = Student.build(settings, seed=a.seed)
+    student.model.to(dev)
+    gen = torch.Generator(device=dev).manual_seed(a.seed)
+    pool = EnvPool()
+    doc["timing_s"]["load"] = round(time.perf_counter() - t0, 1)
+
+    # --- behaviour cloning to the branch point ------------------------------------------
+    traces = scripted_traces(tasks, a.trace_episodes, a.teacher_error_rate)
+    steps, _ = read_traces(traces, successes_only=True)
+    every, _ = read_traces(traces, successes_only=False)
+    bc_turns = [
+        {"prompt": student.prompt(r["observation"], r["history"]),
+         "answer": student.answer(r["action"])}
+        for r in steps
+    ]  # fmt: skip
+    teacher_tokens = sum(
+        len(student.prompt(r["observation"], r["history"])) + len(student.answer(r["action"]))
+        for r in every
+    )
+    # bc's default teacher (70B) for SmolLM2; for the tiny student the study's 70B/8B ratio
+    teacher_params = a.teacher_params or (
+        70e9 if a.student == "smollm2" else 70 / 8 * student.params
+    )
+    flops = {
+        "teacher": forward_flops(teacher_params, teacher_tokens),
+        "sampling": 0.0,
+        "train": 0.0,
+    }
+    common = {"loss_agg": "token-mean", "max_new_tokens": settings.max_new_tokens}
+    bc = Trainer(student, a.bc_lr, 1.0, {"mode": "bc", "temperature": 1.0, **common}, flops)
+    order: list[int] = []
+
+    def bc_step() -> dict:
+        nonlocal order
+        picked = []
+        while len(picked) < a.bc_batch:
+            if not order:
+                order = list(rng.permutation(len(bc_turns)))
+            picked.append(bc_turns[order.pop()])
+        return bc.step(picked)
+
+    def score(arm: str, trainer: Trainer, **extra) -> None:
+        per_task = evaluate(trainer.student, pool, tasks, a.episodes)
+        point = {"flops": trainer.total(), "success": float(np.mean(list(per_task.values())))}
+        doc["arms"].setdefault(arm, {"curve": []})
+        doc["arms"][arm]["curve"].append({**point, **extra})
+        doc["arms"][arm].update(per_task=per_task, **point)
+        print(json.dumps({"seed": a.seed, "arm": arm, **point, **extra}), flush=True)
+        write_json(path, doc)
+
+    t = time.perf_counter()
+    for i in range(a.bc_iterations):
+        log = bc_step()
+        if (i + 1) % max(1, a.bc_iterations // 4) == 0:
+            print(json.dumps({"seed": a.seed, "bc_step": i + 1, "loss": log["policy_loss"]}))
+    doc["timing_s"]["bc_branch"] = round(time.perf_counter() - t, 1)
+    score("branch", bc, step=a.bc_iterations)
+    doc["arms"]["bc"] = copy.deepcopy(doc["arms"]["branch"])  # both arms start here
+    doc["arms"]["bc+grpo"] = copy.deepcopy(doc["arms"]["branch"])
+
+    # --- (a) GRPO from the branch ------------------------------------------------------
+    g_student = Student(copy.deepcopy(student.model), student.tok, settings)
+    g_cfg = {
+        "mode": "grpo", "temperature": a.temperature, "eps_low": 0.2, "eps_high": 0.2,
+        "clip": True, "std_normalise": False, "filter_zero_std": True,
+        "discount": a.discount, "mask_truncated": True, **common,
+    }  # fmt: skip
+    grpo = Trainer(g_student, a.grpo_lr, 1.0, g_cfg, bc.flops)
+    t = time.perf_counter()
+    it, next_eval = 0, a.eval_every
+    while time.perf_counter() - t < a.grpo_minutes * 60:
+        pages = []
+        for g in range(a.groups):
+            task = tasks[int(rng.integers(len(tasks)))]
+            pages += [(task, int(rng.integers(TRAIN_SEEDS)), g)] * a.group_size
+        episodes = [
+            episode_record(e) for e in play(g_student, pool.jobs(pages), a.temperature, gen)
+        ]
+        grpo.flops["sampling"] += forward_flops(student.params, sum(e["tokens"] for e in episodes))
+        turns, stats = grpo_turns(episodes, g_cfg)
+        logs = []
+        for _ in range(a.epochs):
+            perm = rng.permutation(len(turns))
+            for j in range(0, len(turns), a.minibatch):
+                logs.append(grpo.step([turns[x] for x in perm[j : j + a.minibatch]]))
+        it += 1
+        row = {"seed": a.seed, "grpo_iteration": it, "flops": grpo.total(), **stats}
+        if logs:
+            row.update(
+                {k: float(np.mean([lg[k] for lg in logs])) for k in ("clip_fraction", "entropy")}
+            )
+        print(json.dumps(row), flush=True)
+        if it >= next_eval:
+            next_eval += a.eval_every
+            score("bc+grpo", grpo, iteration=it)
+    doc["timing_s"]["grpo"] = round(time.perf_counter() - t, 1)
+    score("bc+grpo", grpo, iteration=it)
+
+    # --- (b) behaviour cloning on, to GRPO's FLOPs ---------------------------------------
+    t = time.perf_counter()
+    marks = [p["flops"] for p in doc["arms"]["bc+grpo"]["curve"][1:]]
+    step = a.bc_iterations
+    while bc.total() < grpo.total():
+        bc_step()
+        step += 1
+        if marks and bc.total() >= marks[0]:
+            marks.pop(0)
+            if bc.total() < grpo.total():
+                score("bc", bc, step=step)
+    doc["timing_s"]["bc_matched"] = round(time.perf_counter() - t, 1)
+    score("bc", bc, step=step)
+    doc["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
+    doc["done"] = True
+    write_json(path, doc)
+
+
+def summarise_one(folder: Path) -> tuple[dict, list[dict]]:
+    """Every finished seed of ``folder``: mean success per arm with 95% bootstrap intervals
+    (seeds, then tasks) and the difference BC+GRPO - BC, written to ``summary.json``."""
+    import numpy as np
+    from lm_study import bootstrap
+
+    docs = [json.loads(p.read_text()) for p in sorted(folder.glob("*-seed*.json"))]
+    docs = [d for d in docs if d.get("done")]
+    if not docs:
+        sys.exit(f"no finished seed in {folder}")
+    tasks = docs[0]["settings"]["tasks"].split(",")
+    per = {
+        arm: [[d["arms"][arm]["per_task"][t] for t in tasks] for d in docs]
+        for arm in ("branch", "bc", "bc+grpo")
+    }
+    summary = {
+        "folder": str(folder),
+        "seeds": [d["settings"]["seed"] for d in docs],
+        "tasks": tasks,
+        "episodes_per_task": docs[0]["settings"]["episodes"],
+        "branch_bc_steps": docs[0]["settings"]["bc_iterations"],
+        "device": docs[0]["device"],
+        "gpu": docs[0].get("gpu"),
+        "flops_total": {
+            arm: float(np.mean([d["arms"][arm]["flops"] for d in docs])) for arm in per
+        },
+    }
+    for arm, rows in per.items():
+        summary[arm] = {"twin_success": float(np.mean(rows)), "ci95": bootstrap(rows)}
+        summary[arm]["per_task"] = dict(zip(tasks, np.mean(rows, 0).round(3).tolist(), strict=True))
+    diffs = [list(np.subtract(g, b)) for g, b in zip(per["bc+grpo"], per["bc"], strict=True)]
+    summary["difference"] = {"mean": float(np.mean(diffs)), "ci95": bootstrap(diffs)}
+    write_json(folder / "summary.json", summary)
+    print(json.dumps({"summary": summary}), flush=True)
+    return summary, docs
+
+
+def summarise(folders: list[Path]) -> None:
+    """Summarises each folder and plots success against the FLOPs spent after the branch
+    point, one panel per folder, into the first folder's ``summary.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(folders), figsize=(6 * len(folders), 4), squeeze=False)
+    for ax, folder in zip(axes[0], folders, strict=True):
+        summary, docs = summarise_one(folder)
+        for arm, colour in (("bc", "tab:blue"), ("bc+grpo", "tab:orange")):
+            for k, d in enumerate(docs):
+                c, start = d["arms"][arm]["curve"], d["arms"]["branch"]["flops"]
+                ax.plot([(p["flops"] - start) / 1e15 for p in c], [100 * p["success"] for p in c],
+                        color=colour, marker=".", alpha=0.8, label=arm if k == 0 else None)  # fmt: skip
+        ax.set(xlabel="FLOPs after the branch point (1e15)", ylabel="held-out success (%)")
+        ax.set_ylim(-2, 102)
+        ax.set_title(
+            f"branch after {summary['branch_bc_steps']} BC steps, {len(docs)} seeds, "
+            f"{summary['device']}"
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.suptitle("BC on, against GRPO, from the same branch: greedy success on held-out twin pages")
+    fig.tight_layout()
+    fig.savefig(folders[0] / "summary.png", dpi=110)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--summarise", metavar="DIR", nargs="+", help="summarise the seeds in DIR")
+    p.add_argument("--student", default="tiny", choices=["tiny", "smollm2"])
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default="study", help="file name prefix in --out")
+    p.add_argument("--trace-episodes", type=int, default=100, help="teacher episodes per task")
+    p.add_argument("--teacher-error-rate", type=float, default=0.1)
+    p.add_argument(
+        "--teacher-params", type=float, default=0.0, help="0: 70e9 (tiny: 70/8 x its size)"
+    )
+    p.add_argument("--bc-iterations", type=int, default=40, help="BC steps to the branch point")
+    p.add_argument("--bc-lr", type=float, default=3e-3)
+    p.add_argument("--bc-batch", type=int, default=32, help="BC turns per step")
+    p.add_argument("--grpo-minutes", type=float, default=1.0, help="GRPO wall time")
+    p.add_argument("--grpo-lr", type=float, default=3e-4)
+    p.add_argument("--groups", type=int, default=4, help="GRPO groups per iteration")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=2, help="GRPO passes per iteration")
+    p.add_argument("--minibatch", type=int, default=32, help="GRPO turns per step")
+    p.add_argument("--temperature", type=float, default=0.5)
+    p.add_argument("--discount", type=float, default=0.5)
+    p.add_argument("--eval-every", type=int, default=5, help="GRPO iterations between scores")
+    p.add_argument("--episodes", type=int, default=32, help="held-out seeds per task")
+    p.add_argument("--out", default="runs/lm_study_direct")
+    a = p.parse_args()
+    if a.summarise:
+        summarise([Path(f) for f in a.summarise])
+    else:
+        run_seed(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Training data of the language-model algorithms as plain arrays, without Ray: the scripted
+teacher's cached traces, traces read into turns, turns padded into a batch, and GRPO's played
+groups turned into turns that carry their group-relative advantage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from policies.algorithm import AlgorithmMismatch
+from policies.lm.objective import group_advantages, turn_advantages
+from policies.lm.student import cache_root
+
+
+def read_traces(path: Path, successes_only: bool) -> tuple[list[dict], int]:
+    """Trace steps (``observation``, ``action``, episode history) of ``path``
+    (``traces.jsonl`` or a folder holding it), and how many steps it has in all."""
+    path = path / "traces.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        raise AlgorithmMismatch(
+            f"no teacher traces at {path}; write some with `arena web traces --tasks TASK "
+            "--out DIR` and pass --traces DIR"
+        )
+    episodes: dict[tuple, list[dict]] = {}
+    total = 0
+    with path.open() as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                key = (row["env"], int(row["seed"]))
+                row["observation"], row["action"]  # noqa: B018 - both must be there
+            except (ValueError, KeyError, TypeError):
+                raise AlgorithmMismatch(f"{path}:{n}: not a trace step") from None
+            episodes.setdefault(key, []).append(row)
+            total += 1
+    steps = []
+    for rows in episodes.values():
+        if successes_only and not rows[-1].get("success"):
+            continue
+        history: list[str] = []
+        for row in rows:
+            steps.append({**row, "history": list(history)})
+            history.append(row["action"])
+    return steps, total
+
+
+def turn_batch(turns: list[dict], pad: int) -> dict[str, np.ndarray]:
+    """Padded arrays of turns ``{"prompt", "answer", "logps"?, "advantage"?}``."""
+    rows = [t["prompt"] + t["answer"] for t in turns]
+    B, L = len(rows), max(len(r) for r in rows)
+    tokens = np.full((B, L), pad, np.int64)
+    attention = np.zeros((B, L), np.int64)
+    targets = np.zeros((B, L), bool)
+    old = np.zeros((B, L), np.float32)
+    for i, (t, r) in enumerate(zip(turns, rows, strict=True)):
+        n, p = len(r), len(t["prompt"])
+        tokens[i, :n], attention[i, :n], targets[i, p:n] = r, 1, True
+        if "logps" in t:
+            old[i, p:n] = t["logps"]
+    adv = np.array([t.get("advantage", 0.0) for t in turns], np.float32)
+    return {
+        "tokens": tokens,
+        "attention": attention,
+        "targets": targets,
+        "old_logp": old,
+        "advantage": adv,
+    }
+
+
+def grpo_turns(episodes: list[dict], s: dict) -> tuple[list[dict], dict]:
+    """The turns GRPO trains on (each with its advantage) from played episode records
+    (``policies.lm.play.episode_record``, ``group`` any hashable id), and the iteration's
+    statistics. ``s``: ``std_normalise``, ``filter_zero_std``, ``discount``,
+    ``mask_truncated``."""
+    keys = {g: j for j, g in enumerate(dict.fromkeys(e["group"] for e in episodes))}
+    gid = np.array([keys[e["group"]] for e in episodes])
+    rewards = np.array([e["reward"] for e in episodes])
+    adv, flat = group_advantages(rewards, gid, s["std_normalise"])
+    turns = []
+    for e, a, f in zip(episodes, adv, flat, strict=True):
+        if s["filter_zero_std"] and f:
+            continue
+        for t, ta in zip(e["turns"], turn_advantages(a, e["length"], s["discount"]), strict=True):
+            if s["mask_truncated"] and t["truncated"]:
+                continue
+            turns.append({**t, "advantage": float(ta)})
+    answers = [len(t["answer"]) for e in episodes for t in e["turns"]]
+    stats = {
+        "success_rate": float(np.mean([e["success"] for e in episodes])),
+        "episode_return_mean": float(rewards.mean()),
+        "episode_len_mean": float(np.mean([e["length"] for e in episodes])),
+        "zero_std_share": float(np.mean([flat[gid == j][0] for j in range(len(keys))])),
+        "answer_tokens": float(np.mean(answers)),
+    }
+    return turns, stats
+
+
+def scripted_traces(tasks: list[str], episodes: int, error_rate: float) -> Path:
+    """A cache folder of scripted-teacher traces for ``tasks`` (written once, resumable)."""
+    from envs.web.traces import TeacherSpec, write_traces
+
+    key = hashlib.sha256(f"{sorted(tasks)}|{episodes}|{error_rate}".encode()).hexdigest()[:12]
+    out = cache_root() / "traces" / key
+    write_traces(
+        [f"websim/{t}-v0" for t in tasks], episodes, out, TeacherSpec("scripted", error_rate)
+    )
+    return out
