@@ -219,3 +219,32 @@ def test_recurrent_mappo_trains_on_smac(ray_session):
     after = algo_.get_module("shared").state_dict()
     assert not torch.equal(before["pi_gru.weight_hh_l0"], after["pi_gru.weight_hh_l0"])
     algo_.stop()
+
+
+def test_mappo_paper_settings_follow_the_on_policy_scripts():
+    """``--set paper=true``: marlbenchmark/on-policy's config and per-map scripts."""
+    from policies.mappo import paper_settings
+
+    info = algorithm.get("mappo")
+    s = paper_settings("smac/5m_vs_6m-v0", info.settings(paper=True))
+    assert (s.lr, s.clip_param, s.num_epochs, s.grad_clip, s.vf_loss_coeff) == (
+        5e-4, 0.05, 10, 10.0, 1.0
+    )  # fmt: skip
+    assert (s.train_batch_size, s.minibatch_size, s.num_envs_per_env_runner) == (3200, 3200, 8)
+    assert s.model.recurrent and s.model.max_seq_len == 10
+    mmm2 = paper_settings("smac/MMM2-v0", info.settings(paper=True))
+    assert (mmm2.num_epochs, mmm2.minibatch_size, mmm2.clip_param) == (5, 1600, 0.2)
+    assert paper_settings("smac/2s3z-v0", info.settings(paper=True)).num_epochs == 15
+    assert paper_settings("smacv2/protoss_5_vs_5-v0", info.settings(paper=True)).num_epochs == 5
+    off = info.settings()
+    assert paper_settings("smac/3m-v0", off) is off
+    spec = info.modules("smac/3m-v0", info.settings(paper=True))
+    assert spec.rl_module_specs["shared"].model_config["max_seq_len"] == 10
+    with pytest.raises(AlgorithmMismatch, match="sets lr itself"):
+        paper_settings("smac/3m-v0", info.settings(paper=True, lr=3e-4))
+    mixed = info.settings(paper=True)
+    mixed.model.recurrent = True
+    with pytest.raises(AlgorithmMismatch, match="model.recurrent"):
+        paper_settings("smac/3m-v0", mixed)
+    with pytest.raises(AlgorithmMismatch, match="not a SMAC battle"):
+        paper_settings("mpe/simple_spread-v3", info.settings(paper=True))
