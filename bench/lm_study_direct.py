@@ -93,25 +93,11 @@ class EnvPool:
         return out
 
 
-def evaluate(student, pool: EnvPool, tasks: list[str], episodes: int) -> dict[str, float]:
-    """Greedy success per task on held-out page seeds (``EVAL_SEED0`` onward)."""
-    import numpy as np
-
-    from policies.lm.evaluation import EVAL_SEED0
-    from policies.lm.play import play
-
-    pages = [(t, s, 0) for t in tasks for s in range(EVAL_SEED0, EVAL_SEED0 + episodes)]
-    wins: dict[str, list[bool]] = {t: [] for t in tasks}
-    for i in range(0, len(pages), 64):
-        for e in play(student, pool.jobs(pages[i : i + 64]), 0.0):
-            wins[e.task].append(e.success)
-    return {t: float(np.mean(w)) for t, w in wins.items()}
-
-
 def run_seed(a) -> None:
     import numpy as np
     import torch
 
+    from policies.lm.evaluation import EVAL_SEED0, success_rates
     from policies.lm.play import TRAIN_SEEDS, episode_record, play
     from policies.lm.student import Student, StudentSettings, forward_flops
     from policies.lm.turns import grpo_turns, read_traces, scripted_traces
@@ -173,7 +159,8 @@ def run_seed(a) -> None:
         return bc.step(picked)
 
     def score(arm: str, trainer: Trainer, **extra) -> None:
-        per_task = evaluate(trainer.student, pool, tasks, a.episodes)
+        seeds = list(range(EVAL_SEED0, EVAL_SEED0 + a.episodes))
+        per_task = success_rates(trainer.student, tasks, seeds, "twin", batch=64)
         point = {"flops": trainer.total(), "success": float(np.mean(list(per_task.values())))}
         doc["arms"].setdefault(arm, {"curve": []})
         doc["arms"][arm]["curve"].append({**point, **extra})
