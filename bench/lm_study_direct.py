@@ -72,33 +72,13 @@ class Trainer:
         return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in log.items()}
 
 
-class EnvPool:
-    """Twin envs per task, made once and reused (``play`` needs distinct objects)."""
-
-    def __init__(self):
-        self.envs: dict[str, list] = {}
-
-    def jobs(self, pages: list[tuple[str, int, int]]) -> list:
-        import envs
-
-        used: dict[str, int] = {}
-        out = []
-        for task, seed, group in pages:
-            have = self.envs.setdefault(task, [])
-            k = used.get(task, 0)
-            if k == len(have):
-                have.append(envs.make(f"websim/{task}-v0"))
-            used[task] = k + 1
-            out.append((have[k], task, seed, group))
-        return out
-
-
 def run_seed(a) -> None:
     import numpy as np
     import torch
 
+    import envs
     from policies.lm.evaluation import EVAL_SEED0, success_rates
-    from policies.lm.play import TRAIN_SEEDS, episode_record, play
+    from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
     from policies.lm.student import Student, StudentSettings, forward_flops
     from policies.lm.turns import grpo_turns, read_traces, scripted_traces
 
@@ -120,7 +100,7 @@ def run_seed(a) -> None:
     student = Student.build(settings, seed=a.seed)
     student.model.to(dev)
     gen = torch.Generator(device=dev).manual_seed(a.seed)
-    pool = EnvPool()
+    pool = EnvPool(envs.make)
     doc["timing_s"]["load"] = round(time.perf_counter() - t0, 1)
 
     # --- behaviour cloning to the branch point ------------------------------------------

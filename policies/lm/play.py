@@ -8,6 +8,7 @@ pieces in one plain process (``bench/lm_study_direct.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,35 @@ above it."""
 
 def env_id_for(task: str, backend: str) -> str:
     return f"websim/{task}-v0" if backend == "twin" else f"web/{task}-v1"
+
+
+class EnvPool:
+    """Web envs per env id, made once and reused; ``jobs`` hands each page its own env, since
+    :func:`play` runs them all at the same time."""
+
+    def __init__(self, make: Callable[[str], object]):
+        self.make = make
+        self.envs: dict[str, list] = {}
+
+    def jobs(self, pages: list[tuple[str, int, int]], backend: str = "twin") -> list:
+        """``(env, task, seed, group)`` for each page ``(task, seed, group)``."""
+        used: dict[str, int] = {}
+        out = []
+        for task, seed, group in pages:
+            env_id = env_id_for(task, backend)
+            have = self.envs.setdefault(env_id, [])
+            k = used.get(env_id, 0)
+            if k == len(have):
+                have.append(self.make(env_id))
+            used[env_id] = k + 1
+            out.append((have[k], task, seed, group))
+        return out
+
+    def close(self) -> None:
+        for pool in self.envs.values():
+            for env in pool:
+                env.close()
+        self.envs.clear()
 
 
 @dataclass

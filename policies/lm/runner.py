@@ -4,7 +4,6 @@ attempts at the same task and page seed); ``evaluate`` plays given seeds greedil
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ from ray.rllib.utils.checkpoints import Checkpointable
 
 import envs
 from policies.lm.module import MODULE_ID
-from policies.lm.play import TRAIN_SEEDS, env_id_for, episode_record, play
+from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
 from policies.sampling import VectorEnvRunner
 
 
@@ -30,7 +29,7 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         self.generator = torch.Generator().manual_seed(seed)
         self.module = None
         self.make_module()
-        self._envs: dict[str, list] = defaultdict(list)
+        self.pool = EnvPool(lambda env_id: envs.make(env_id, **config.env_config))
         self._weights_seq_no = 0
         self.num_env_steps_sampled_lifetime = 0
 
@@ -45,19 +44,6 @@ class TextEnvRunner(EnvRunner, Checkpointable):
     def assert_healthy(self) -> None:
         assert self.module is not None
 
-    def _envs_for(self, env_id: str, n: int) -> list:
-        have = self._envs[env_id]
-        while len(have) < n:
-            have.append(envs.make(env_id, **self.config.env_config))
-        return have[:n]
-
-    def _jobs(self, pages: list[tuple[str, int, int]], backend: str) -> list:
-        per_env: dict[str, int] = defaultdict(int)
-        for task, _, _ in pages:
-            per_env[env_id_for(task, backend)] += 1
-        pools = {e: iter(self._envs_for(e, n)) for e, n in per_env.items()}
-        return [(next(pools[env_id_for(t, backend)]), t, s, g) for t, s, g in pages]
-
     def sample_groups(self, groups: int, group_size: int, temperature: float) -> list[dict]:
         """``groups`` x ``group_size`` episodes on random (task, training seed) pages."""
         tasks = self.settings["tasks"]
@@ -71,7 +57,7 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         at_once = len(pages) if backend == "twin" else self.settings["browsers"]
         episodes = []
         for i in range(0, len(pages), at_once):
-            jobs = self._jobs(pages[i : i + at_once], backend)
+            jobs = self.pool.jobs(pages[i : i + at_once], backend)
             episodes += play(self.student, jobs, temperature, self.generator)
         self.num_env_steps_sampled_lifetime += sum(len(e.turns) for e in episodes)
         return [episode_record(e) for e in episodes]
@@ -85,7 +71,7 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         step = 64 if backend == "twin" else 4
         for i in range(0, len(pages), step):
             chunk = pages[i : i + step]
-            eps = play(self.student, self._jobs(chunk, backend), temperature, self.generator)
+            eps = play(self.student, self.pool.jobs(chunk, backend), temperature, self.generator)
             out += [episode_record(e) for e in eps]
         return out
 
@@ -102,7 +88,4 @@ class TextEnvRunner(EnvRunner, Checkpointable):
     get_checkpointable_components = VectorEnvRunner.get_checkpointable_components
 
     def stop(self) -> None:
-        for pool in self._envs.values():
-            for env in pool:
-                env.close()
-        self._envs.clear()
+        self.pool.close()
