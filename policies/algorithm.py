@@ -18,6 +18,8 @@ PACKAGES = {
     "mappo": "policies.mappo",
     "bc": "policies.bc",
     "grpo": "policies.grpo",
+    "hypermarl-ippo": "policies.hypermarl.ippo",
+    "hypermarl-mappo": "policies.hypermarl.mappo",
 }
 """Algorithm name -> the package defining its ``ALGORITHM``."""
 

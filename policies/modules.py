@@ -50,6 +50,9 @@ class ModelSettings:
     """Channels of the CNN encoding image observations (default [16, 32])."""
     token_embedding: int = 32
     """Embedding size of token observations."""
+    agent_id: bool = False
+    """The actor (and an IPPO critic) also read the one-hot id of the agent among the module's
+    agents: parameter sharing with agent ids (FuPS+ID)."""
 
     def __post_init__(self):
         self.hidden = [64, 64] if self.hidden is None else self.hidden
@@ -146,6 +149,10 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     :class:`ModelSettings` fields) and, when recurrent, ``max_seq_len``.
     """
 
+    READS_AGENT_ID = False
+    """Whether the module needs the agent id even without ``model.agent_id`` or a critic on
+    the global state (see ``policies.ppo.module_specs``)."""
+
     @override(TorchRLModule)
     def setup(self):
         cfg: dict[str, Any] = self.model_config
@@ -159,14 +166,24 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         else:
             n_out = int(np.prod(self.action_space.shape))
             self.log_std = nn.Parameter(torch.zeros(n_out))
+        self.n_out = n_out
         self.encoder, feat = encoder_for(self.spec, self.settings)
-        self.pi_body = mlp_body([feat, *hidden], activation)
-        critic_in = self.spec.state_dim + self.spec.num_ids if self.spec.state_dim else feat
+        if self.settings.agent_id:
+            feat += self.spec.num_ids
+        self.build_networks(feat, self.critic_width(feat), hidden, activation)
+
+    def critic_width(self, feat: int) -> int:
+        """Width of the critic's input: global state and agent id (MAPPO) or the actor's."""
+        return self.spec.state_dim + self.spec.num_ids if self.spec.state_dim else feat
+
+    def build_networks(self, actor_in: int, critic_in: int, hidden: list[int], activation: str):
+        """The layers of actor and critic after the encoder: body, GRU, head."""
+        self.pi_body = mlp_body([actor_in, *hidden], activation)
         self.vf_body = mlp_body([critic_in, *hidden], activation)
-        h = hidden[-1]
+        h = self.gru_size = hidden[-1]
         self.pi_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
         self.vf_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
-        self.pi_head = _linear(h, n_out, 0.01)
+        self.pi_head = _linear(h, self.n_out, 0.01)
         self.vf_head = _linear(h, 1, 1.0)
 
     # -- state --------------------------------------------------------------------------------
@@ -175,7 +192,7 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     def get_initial_state(self) -> dict:
         if not self.recurrent:
             return {}
-        h = self.settings.hidden[-1]
+        h = self.gru_size
         return {"actor": torch.zeros(h), "critic": torch.zeros(h)}
 
     def initial_state_rows(self, rows: int) -> dict | None:
@@ -202,14 +219,38 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         width = len(self.spec.obs_shape) if key == OBS else 1
         return x.reshape(-1, *x.shape[x.dim() - width :])
 
+    def actor_input(self, batch: dict) -> torch.Tensor:
+        """The encoded observation rows (with the agent id under ``model.agent_id``)."""
+        x = self.encoder(self._rows(batch, OBS))
+        if self.settings.agent_id:
+            x = torch.cat([x, self._rows(batch, AGENT_ID)], dim=-1)
+        return x
+
+    def critic_input(self, batch: dict) -> torch.Tensor:
+        """Global state and agent id rows (MAPPO), else the actor's input."""
+        if not self.spec.state_dim:
+            return self.actor_input(batch)
+        parts = [self._rows(batch, STATE)]
+        if self.spec.num_ids:
+            parts.append(self._rows(batch, AGENT_ID))
+        return torch.cat(parts, dim=-1)
+
+    def pi_out(self, z: torch.Tensor, batch: dict) -> torch.Tensor:
+        """The policy head on the actor's features ``z`` (rows of ``batch``)."""
+        return self.pi_head(z)
+
+    def vf_out(self, z: torch.Tensor, batch: dict) -> torch.Tensor:
+        """The value head on the critic's features ``z`` (rows of ``batch``)."""
+        return self.vf_head(z)
+
     def actor(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Distribution inputs ``[*lead, A]`` and the actor's next hidden state."""
         lead = self._lead(batch)
-        z = self.pi_body(self.encoder(self._rows(batch, OBS)))
+        z = self.pi_body(self.actor_input(batch))
         h = None
         if self.recurrent:
             z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
-        out = self.pi_head(z)
+        out = self.pi_out(z, batch)
         if self.log_std is not None:
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         elif self.spec.mask_dim:
@@ -219,18 +260,11 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     def critic(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Values ``[*lead]`` and the critic's next hidden state."""
         lead = self._lead(batch)
-        if self.spec.state_dim:
-            parts = [self._rows(batch, STATE)]
-            if self.spec.num_ids:
-                parts.append(self._rows(batch, AGENT_ID))
-            x = torch.cat(parts, dim=-1)
-        else:
-            x = self.encoder(self._rows(batch, OBS))
-        z = self.vf_body(x)
+        z = self.vf_body(self.critic_input(batch))
         h = None
         if self.recurrent:
             z, h = self._recur(self.vf_gru, z, batch[Columns.STATE_IN]["critic"], lead)
-        return self.vf_head(z).reshape(*lead), h
+        return self.vf_out(z, batch).reshape(*lead), h
 
     # -- RLlib ----------------------------------------------------------------------------------
 

@@ -341,6 +341,7 @@ class ModulesPolicy:
 
 KINDS: dict[str, str] = {
     "ActorCritic": "serve.policy:ModulesPolicy",
+    "HyperActorCritic": "serve.policy:ModulesPolicy",
     "LMModule": "serve.lm:LMPolicy",
 }
 """RLModule class name -> the :class:`ServedPolicy` class that serves it, as ``module:class``

@@ -8,6 +8,10 @@ scenario. Keyword arguments of ``envs.make`` go to mpe2's ``parallel_env`` uncha
 Scenarios with a vectorised NumPy core (``envs.mpe.batched``) train on it; a test proves it
 equal to mpe2 step by step.
 
+Two VMAS scenarios live beside them as NumPy cores of their own (``envs.mpe.vmas``), the tasks
+that separate shared from specialised policies (HyperMARL): ``mpe/dispersion-v0`` and
+``mpe/navigation-v0`` (one goal for all agents), each with a ``_continuous`` twin.
+
 Version history: v3 (v1 for collect_treasure, simple_formation, simple_line; v4 for
 simple_speaker_listener) = mpe2 1.1.
 """
@@ -60,3 +64,24 @@ for _name, (_version, _vector) in SCENARIOS.items():
         validate=_validate,
         continuous_actions=True,
     )
+
+
+for _name, _env, _options in (
+    ("dispersion", "DispersionEnv", "DispersionOptions"),
+    ("navigation", "NavigationEnv", "NavigationOptions"),
+):
+    for _suffix, _fixed in (("", {}), ("_continuous", {"continuous_actions": True})):
+        register(
+            f"mpe/{_name}{_suffix}-v0",
+            f"envs.mpe.vmas:{_env}",
+            vector=f"envs.mpe.vmas:{_env[:-3]}Batch",
+            description=f"VMAS {_name} (NumPy core), {'continuous' if _fixed else 'discrete'}",
+            validate=lambda cfg, _o=_options: _vmas_validate(_o, cfg),
+            **_fixed,
+        )
+
+
+def _vmas_validate(options: str, cfg: dict) -> None:
+    from envs.mpe import vmas
+
+    vmas.validator(getattr(vmas, options))(cfg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, Capabilities
+from policies.diversity import METRICS
 from policies.ppo import PPOSettings, build_ppo, module_specs
 
 
@@ -33,4 +34,5 @@ ALGORITHM = AlgorithmInfo(
     capabilities=Capabilities(),
     build=build,
     modules=modules,
+    metrics=METRICS,
 )

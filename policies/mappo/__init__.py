@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
+from policies.diversity import METRICS
 from policies.ppo import PPOSettings, build_ppo, module_specs
 
 # The MAPPO paper's SMAC setup (github.com/marlbenchmark/on-policy, onpolicy/config.py and
@@ -104,4 +105,5 @@ ALGORITHM = AlgorithmInfo(
     capabilities=Capabilities(needs_state=True),
     build=build,
     modules=modules,
+    metrics=METRICS,
 )

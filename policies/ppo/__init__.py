@@ -22,6 +22,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 import envs
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, EnvFacts
 from policies.batch import BatchSpec
+from policies.diversity import DiversityCallback
 from policies.mapping import plan_modules
 from policies.modules import ActorCritic, ModelSettings
 from policies.ppo.fast import ArrayPPO
@@ -53,7 +54,8 @@ class PPOSettings:
     train_batch_size: int = 4000
     """Env steps per training iteration (all agents of an env step count once)."""
     minibatch_size: int = 512
-    """Agent steps per SGD minibatch."""
+    """Agent steps (rows of one module) per SGD minibatch (at most ``train_batch_size``, as
+    RLlib requires)."""
     num_epochs: int = 5
     """SGD passes over each batch."""
     num_envs_per_env_runner: int = 64
@@ -113,9 +115,12 @@ def module_specs(
     centralised_critic: bool,
     env_config: dict | None = None,
     sharing: str = "auto",
+    module_class: type = ActorCritic,
+    extra_config: dict | None = None,
 ) -> MultiRLModuleSpec:
-    """One :class:`ActorCritic` spec per module of ``env_id`` under ``sharing``; checks that
-    ``info`` can train the env first."""
+    """One ``module_class`` spec (an :class:`ActorCritic`) per module of ``env_id`` under
+    ``sharing``, ``extra_config`` added to each ``model_config``; checks that ``info`` can
+    train the env first."""
     vec = envs.make_vector(env_id, 1, **dict(env_config or {}))
     info.check(EnvFacts.of(env_id, vec), settings.model.recurrent)
     try:
@@ -123,6 +128,9 @@ def module_specs(
     except ValueError as e:
         raise AlgorithmMismatch(str(e)) from None
     state_dim = int(vec.state_space.shape[0]) if centralised_critic else 0
+    # The one-hot agent id goes in where a network reads it: MAPPO's critic, FuPS+ID, or a
+    # module that picks per-agent weights by it (HyperMARL).
+    with_ids = bool(state_dim) or settings.model.agent_id or module_class.READS_AGENT_ID
     model = asdict(settings.model)
     specs = {}
     for mid, slot in slots.items():
@@ -131,13 +139,18 @@ def module_specs(
             slot.observation_space,
             mask_dim=mask_dim,
             state_dim=state_dim,
-            num_ids=slot.num_agents if state_dim else 0,
+            num_ids=slot.num_agents if with_ids else 0,
         )
-        model_config = {"batch_spec": spec.to_dict(), "model": model, "slot": slot_to_config(slot)}
+        model_config = {
+            "batch_spec": spec.to_dict(),
+            "model": model,
+            "slot": slot_to_config(slot),
+            **(extra_config or {}),
+        }
         if settings.model.recurrent:
             model_config["max_seq_len"] = settings.model.max_seq_len
         specs[mid] = RLModuleSpec(
-            module_class=ActorCritic,
+            module_class=module_class,
             observation_space=spec.space(),
             action_space=slot.action_space,
             model_config=model_config,
@@ -158,6 +171,8 @@ def build_ppo(
     frozen: tuple[str, ...] = (),
     learners: int = 0,
     gpus_per_learner: float = 0.0,
+    module_class: type = ActorCritic,
+    extra_config: dict | None = None,
 ) -> PPOConfig:
     """The RLlib config that trains ``env_id`` with PPO modules.
 
@@ -168,6 +183,8 @@ def build_ppo(
         frozen: modules that act but are not trained (their weights are set from outside).
         learners: 0 trains in the driver; N > 0 in N remote Learner actors.
         gpus_per_learner: GPUs each Learner uses (needs ``learners`` > 0 or a local GPU).
+        module_class / extra_config: the modules' class and what it adds to their
+            ``model_config`` (see :func:`module_specs`).
     """
     try:
         settings.validate()
@@ -181,6 +198,8 @@ def build_ppo(
         centralised_critic=centralised_critic,
         env_config=env_config,
         sharing=sharing,
+        module_class=module_class,
+        extra_config=extra_config,
     )
     modules = list(multi.rl_module_specs)
     unknown = sorted(set(frozen) - set(modules))
@@ -230,6 +249,7 @@ def build_ppo(
             minibatch_size=settings.minibatch_size,
             num_epochs=settings.num_epochs,
         )
+        .callbacks(DiversityCallback)
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=seed)
     )

@@ -1,0 +1,420 @@
+"""Two VMAS scenarios in vectorised NumPy: Dispersion (specialisation) and Navigation with one
+shared goal (synchronisation), the pair HyperMARL (Tessera et al., NeurIPS 2025) separates
+shared from specialised policies with.
+
+Both follow proroklab/VectorizedMultiAgentSimulator (``vmas/scenarios/dispersion.py`` and
+``navigation.py``) on VMAS's holonomic point-mass physics (``vmas/simulator/core.py``): the
+force is the action (mass 1), the velocity is damped by ``1 - drag`` (drag 0.25) once per
+step, then ``v += F dt'`` and ``p += v dt'`` for each of ``substeps`` substeps of
+``dt' = 0.1 / substeps``; positions are clamped to the world's half-width where it has one.
+Discrete actions are VMAS's default ``Discrete(9)``: ``a = 3 * ax + ay`` with each of ``ax, ay``
+in {0: stay, 1: -1, 2: +1}; continuous actions are the force, ``Box(-1, 1, (2,))`` (clipped).
+
+:class:`VMASEnv` is the PettingZoo face of one world (B = 1) of a core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.utils import seeding
+from pettingzoo import ParallelEnv
+
+from envs.vector import VectorEnv, VectorStep, single_group
+
+DT = 0.1
+DRAG = 0.25
+AXIS = np.array([0.0, -1.0, 1.0])  # VMAS's discrete action per axis: stay, decrement, increment
+DISCRETE_FORCE = np.stack([np.repeat(AXIS, 3), np.tile(AXIS, 3)], axis=-1)  # [9, 2]
+
+
+@dataclass
+class DispersionOptions:
+    """VMAS Dispersion's arguments (defaults as ``dispersion.py``; ``max_steps`` as DiCo)."""
+
+    n_agents: int = 4
+    n_food: int | None = None
+    """Food items (default: one per agent)."""
+    share_reward: bool = False
+    """Every agent gets +1 per food eaten this step (else each eater gets 1/eaters)."""
+    penalise_by_time: bool = False
+    """A step reward of 0 becomes -0.01."""
+    food_radius: float = 0.05
+    pos_range: float = 1.0
+    """Half-width of the square world; food spawns uniformly inside it."""
+    max_steps: int = 100
+    continuous_actions: bool = False
+
+    def __post_init__(self):
+        self.n_food = self.n_agents if self.n_food is None else self.n_food
+        _check_counts(self, n_agents=1, n_food=1, max_steps=1)
+        _check_positive(self, "food_radius", "pos_range")
+
+
+@dataclass
+class NavigationOptions:
+    """VMAS Navigation with every agent going to one shared goal (``agents_with_same_goal =
+    n_agents``, which VMAS allows only without collisions, so without the lidar)."""
+
+    n_agents: int = 4
+    shared_rew: bool = True
+    """Every agent gets the sum of all agents' progress (else its own)."""
+    pos_shaping_factor: float = 1.0
+    final_reward: float = 0.01
+    """Added for every agent on the steps where all agents are on the goal."""
+    world_spawning: float = 1.0
+    """Agents and goal spawn in [-w, w]^2; the world itself is unbounded."""
+    max_steps: int = 100
+    continuous_actions: bool = False
+
+    def __post_init__(self):
+        _check_counts(self, n_agents=1, max_steps=1)
+        _check_positive(self, "world_spawning")
+
+
+def _check_counts(options, **least: int) -> None:
+    for key, low in least.items():
+        v = getattr(options, key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"{key} must be an integer >= {low}, got {v!r}")
+
+
+def _check_positive(options, *keys: str) -> None:
+    for key in keys:
+        v = getattr(options, key)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < np.inf:
+            raise ValueError(f"{key} must be a positive number, got {v!r}")
+
+
+class PointMassBatch(VectorEnv):
+    """B VMAS worlds of N holonomic point masses (one agent group); a scenario subclass adds
+    its entities, rewards and observations.
+
+    Args:
+        num_envs: B. seed: world i is first reset with ``seed + i``.
+        auto_reset: reset a world inside ``step`` when its episode ends (the training
+            sampler's contract); off for the PettingZoo face, which resets on demand.
+    """
+
+    OPTIONS: type = DispersionOptions
+    SUBSTEPS = 1
+    AGENT_RADIUS = 0.035
+    BOUND: float | None = None  # half-width positions are clamped to (None: unbounded)
+
+    def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
+        self.options = o = self.OPTIONS(**options)
+        self.num_envs, self.n, self.auto_reset = num_envs, o.n_agents, auto_reset
+        self.continuous = o.continuous_actions
+        self.agents = tuple(f"agent_{i}" for i in range(self.n))
+        obs_dim = self.obs_dim()
+        self.state_space = gym.spaces.Box(-np.inf, np.inf, (self.n * obs_dim,), np.float32)
+        self.groups = single_group(
+            self.agents,
+            gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32),
+            gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+            if self.continuous
+            else gym.spaces.Discrete(9),
+        )
+        self._seed = seed
+        self._rngs: list[np.random.Generator] = []
+        self.pos = np.zeros((num_envs, self.n, 2))
+        self.vel = np.zeros((num_envs, self.n, 2))
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+
+    # -- what a scenario defines ----------------------------------------------------------------
+
+    def obs_dim(self) -> int:
+        raise NotImplementedError
+
+    def _spawn(self, i: int, rng: np.random.Generator) -> None:
+        """Places world ``i``'s agents and entities for a new episode."""
+        raise NotImplementedError
+
+    def _rewards_and_done(self) -> tuple[np.ndarray, np.ndarray]:
+        """``[B, N]`` rewards of the step just taken and ``[B]`` terminated."""
+        raise NotImplementedError
+
+    def _observe(self) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- the shared machinery -------------------------------------------------------------------
+
+    def _reset_worlds(self, idx) -> None:
+        for i in idx:
+            self._spawn(i, self._rngs[i])
+        self.vel[idx] = 0.0
+        self.steps[idx] = 0
+
+    def reset(self, seed: int | None = None) -> VectorStep:
+        seed = self._seed if seed is None else seed
+        self._rngs = [
+            seeding.np_random(None if seed is None else seed + i)[0] for i in range(self.num_envs)
+        ]
+        self._reset_worlds(range(self.num_envs))
+        obs = self._observe()
+        state = obs.reshape(self.num_envs, -1)
+        zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
+        return VectorStep({"agent": obs}, state, {}, zeros, no, no.copy(), {"agent": obs}, state)
+
+    def forces(self, actions) -> np.ndarray:
+        """``[B, N, 2]`` forces of a step's actions."""
+        if self.continuous:
+            return np.clip(np.asarray(actions, np.float64).reshape(self.num_envs, self.n, 2), -1, 1)
+        a = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, self.n)
+        if a.min(initial=0) < 0 or a.max(initial=0) > 8:
+            raise ValueError(f"discrete actions are 0..8, got {a.min()}..{a.max()}")
+        return DISCRETE_FORCE[a]
+
+    def _integrate(self, force: np.ndarray) -> None:
+        sub_dt = DT / self.SUBSTEPS
+        self.vel *= 1 - DRAG  # once per step, at the first substep (VMAS World._integrate_state)
+        for _ in range(self.SUBSTEPS):
+            self.vel += force * sub_dt
+            self.pos += self.vel * sub_dt
+            if self.BOUND is not None:
+                np.clip(self.pos, -self.BOUND, self.BOUND, out=self.pos)
+
+    def step(self, actions: dict[str, np.ndarray]) -> VectorStep:
+        self._integrate(self.forces(actions["agent"]))
+        rewards, terminated = self._rewards_and_done()
+        self.steps += 1
+        obs = self._observe()
+        truncated = ~terminated & (self.steps >= self.options.max_steps)
+        final_obs, ended = obs, terminated | truncated
+        if self.auto_reset and ended.any():
+            final_obs = obs.copy()
+            self._reset_worlds(np.flatnonzero(ended))
+            obs = self._observe()
+        B = self.num_envs
+        return VectorStep(
+            {"agent": obs},
+            obs.reshape(B, -1),
+            {},
+            rewards.astype(np.float32),
+            terminated,
+            truncated,
+            {"agent": final_obs},
+            final_obs.reshape(B, -1),
+        )
+
+
+class DispersionBatch(PointMassBatch):
+    """VMAS Dispersion: agents start together at the origin, food lies uniformly in the world;
+    a food is eaten when an agent's centre comes within 0.035 + food radius of it. The
+    episode ends when all food is eaten (or after ``max_steps``).
+
+    Observation (4 + 3F): own position, own velocity, then per food its position relative to
+    the agent and whether it is eaten. Reward (individual): each agent on an uneaten food gets
+    ``1 / (agents on it)``; with ``share_reward`` every agent gets +1 per food eaten this step.
+    """
+
+    OPTIONS = DispersionOptions
+
+    def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
+        super().__init__(num_envs, seed, auto_reset, **options)
+        self.BOUND = self.options.pos_range
+        self.food = np.zeros((num_envs, self.options.n_food, 2))
+        self.eaten = np.zeros((num_envs, self.options.n_food), bool)
+
+    def obs_dim(self) -> int:
+        return 4 + 3 * self.options.n_food
+
+    def _spawn(self, i, rng) -> None:
+        r = self.options.pos_range
+        self.pos[i] = 0.0
+        self.food[i] = rng.uniform(-r, r, (self.options.n_food, 2))
+        self.eaten[i] = False
+
+    def on_food(self) -> np.ndarray:
+        """``[B, N, F]``: agent i's centre is within reach of food f."""
+        d = np.linalg.norm(self.pos[:, :, None] - self.food[:, None], axis=-1)
+        return d < self.AGENT_RADIUS + self.options.food_radius
+
+    def _rewards_and_done(self):
+        on = self.on_food()
+        count = on.sum(axis=1)  # [B, F] agents on each food
+        fresh = ~self.eaten  # food not eaten before this step
+        if self.options.share_reward:
+            just = (count > 0) & fresh
+            rewards = np.repeat(just.sum(axis=1, keepdims=True), self.n, axis=1).astype(float)
+        else:
+            share = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)  # [B, F]
+            rewards = np.einsum("bnf,bf->bn", on & fresh[:, None], share)
+        if self.options.penalise_by_time:
+            rewards[rewards == 0] = -0.01
+        self.eaten |= count > 0
+        return rewards, self.eaten.all(axis=1)
+
+    def _observe(self) -> np.ndarray:
+        B, N, F = self.num_envs, self.n, self.options.n_food
+        rel = self.food[:, None] - self.pos[:, :, None]  # [B, N, F, 2]
+        eaten = np.broadcast_to(self.eaten[:, None, :, None], (B, N, F, 1))
+        per_food = np.concatenate([rel, eaten], axis=-1).reshape(B, N, 3 * F)
+        return np.concatenate([self.pos, self.vel, per_food], axis=-1).astype(np.float32)
+
+
+class NavigationBatch(PointMassBatch):
+    """VMAS Navigation with one goal for all agents (no collisions, so no lidar): agents
+    (radius 0.1) and the goal spawn at random at least 0.25 apart (VMAS's
+    ``min_distance_between_entities``); every step each agent is rewarded for the progress of
+    all agents towards the goal (``shared_rew``) plus ``final_reward`` when all are on it
+    (closer than 0.05); the episode ends when every agent is within its radius of the goal.
+
+    Observation (6): own position, own velocity, own position minus the goal's.
+    """
+
+    OPTIONS = NavigationOptions
+    SUBSTEPS = 2
+    AGENT_RADIUS = 0.1
+    GOAL_RADIUS = 0.05
+    MIN_SPAWN_DISTANCE = 2 * AGENT_RADIUS + 0.05
+
+    def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
+        super().__init__(num_envs, seed, auto_reset, **options)
+        self.goal = np.zeros((num_envs, 2))
+        self.shaping = np.zeros((num_envs, self.n))
+
+    def obs_dim(self) -> int:
+        return 6
+
+    def _spawn(self, i, rng) -> None:
+        w = self.options.world_spawning
+        placed: list[np.ndarray] = []
+        for _ in range(self.n + 1):  # the agents, then the goal (VMAS: rejection sampling)
+            while True:
+                p = rng.uniform(-w, w, 2)
+                if all(np.linalg.norm(p - q) >= self.MIN_SPAWN_DISTANCE for q in placed):
+                    break
+            placed.append(p)
+        self.pos[i] = placed[: self.n]
+        self.goal[i] = placed[self.n]
+        self.shaping[i] = self._distance()[i] * self.options.pos_shaping_factor
+
+    def _distance(self) -> np.ndarray:
+        return np.linalg.norm(self.pos - self.goal[:, None], axis=-1)
+
+    def _rewards_and_done(self):
+        dist = self._distance()
+        shaping = dist * self.options.pos_shaping_factor
+        progress = self.shaping - shaping  # [B, N]
+        self.shaping = shaping
+        if self.options.shared_rew:
+            progress = np.repeat(progress.sum(axis=1, keepdims=True), self.n, axis=1)
+        all_on_goal = (dist < self.GOAL_RADIUS).all(axis=1)
+        rewards = progress + np.where(all_on_goal, self.options.final_reward, 0.0)[:, None]
+        return rewards, (dist < self.AGENT_RADIUS).all(axis=1)
+
+    def _observe(self) -> np.ndarray:
+        return np.concatenate([self.pos, self.vel, self.pos - self.goal[:, None]], axis=-1).astype(
+            np.float32
+        )
+
+
+class VMASEnv(ParallelEnv):
+    """The PettingZoo face of one world of a :class:`PointMassBatch` core (a subclass sets
+    ``core`` and ``options``)."""
+
+    core_class: type = DispersionBatch
+    options: type = DispersionOptions
+    metadata = {"name": "vmas", "render_modes": ["rgb_array"], "is_parallelizable": True}
+
+    def __init__(self, render_mode=None, **options):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
+        self.core = self.core_class(1, auto_reset=False, **options)
+        self.render_mode = render_mode
+        self.possible_agents = list(self.core.agents)
+        self.agents: list[str] = []
+        group = next(iter(self.core.groups.values()))
+        self._spaces = (group.observation_space, group.action_space)
+        self._step = None
+
+    @functools.cache  # noqa: B019 - one space object per agent
+    def observation_space(self, agent):
+        return self._spaces[0]
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return self._spaces[1]
+
+    def _obs(self, step) -> dict:
+        return {a: step.obs["agent"][0, i] for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed=None, options=None):
+        self._step = self.core.reset(seed=seed)
+        self.agents = list(self.possible_agents)
+        return self._obs(self._step), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        if not self.agents:
+            raise RuntimeError("the episode is over; call reset()")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"no action for agents {missing}; every agent acts every step")
+        act = np.stack([np.asarray(actions[a]) for a in self.possible_agents])[None]
+        step = self._step = self.core.step({"agent": act})
+        term, trunc = bool(step.terminated[0]), bool(step.truncated[0])
+        rewards = {a: float(step.rewards[0, i]) for i, a in enumerate(self.possible_agents)}
+        infos = {a: {} for a in self.agents}
+        terms, truncs = dict.fromkeys(self.agents, term), dict.fromkeys(self.agents, trunc)
+        if term or trunc:
+            self.agents = []
+        return self._obs(step), rewards, terms, truncs, infos
+
+    def state(self) -> np.ndarray:
+        return self._step.state[0]
+
+    def render(self, size: int = 256) -> np.ndarray:
+        """The world from above: agents as blue discs, food or goal as green ones (eaten food
+        grey); the view spans [-1.5, 1.5]^2."""
+        from PIL import Image, ImageDraw
+
+        img = Image.new("RGB", (size, size), (245, 245, 240))
+        draw = ImageDraw.Draw(img)
+        scale = size / 3.0
+
+        def disc(p, r, fill):
+            x, y = (p[0] + 1.5) * scale, (1.5 - p[1]) * scale
+            draw.ellipse([x - r * scale, y - r * scale, x + r * scale, y + r * scale], fill=fill)
+
+        core = self.core
+        if isinstance(core, DispersionBatch):
+            for f, eaten in zip(core.food[0], core.eaten[0], strict=True):
+                disc(f, core.options.food_radius, (170, 170, 170) if eaten else (40, 170, 60))
+        else:
+            disc(core.goal[0], core.GOAL_RADIUS, (40, 170, 60))
+        for p in core.pos[0]:
+            disc(p, core.AGENT_RADIUS, (50, 90, 200))
+        return np.asarray(img)
+
+    def close(self):
+        pass
+
+
+class DispersionEnv(VMASEnv):
+    """VMAS Dispersion (see :class:`DispersionBatch`)."""
+
+    core_class, options = DispersionBatch, DispersionOptions
+    metadata = {**VMASEnv.metadata, "name": "dispersion"}
+
+
+class NavigationEnv(VMASEnv):
+    """VMAS Navigation with one shared goal (see :class:`NavigationBatch`)."""
+
+    core_class, options = NavigationBatch, NavigationOptions
+    metadata = {**VMASEnv.metadata, "name": "navigation"}
+
+
+def validator(options: type):
+    """A registry ``validate`` that builds ``options`` from an env config (its ValueError
+    names the bad value)."""
+
+    def validate(cfg: dict) -> None:
+        fields = {f.name for f in dataclasses.fields(options)}
+        options(**{k: v for k, v in cfg.items() if k in fields})
+
+    return validate

@@ -1,0 +1,73 @@
+"""HyperMARL: IPPO and MAPPO whose modules generate each agent's weights with hypernetworks.
+
+Tessera et al., "HyperMARL: Adaptive Hypernetworks for Multi-Agent RL" (NeurIPS 2025). One
+module acts for all the agents of an env with homogeneous agents (``--policies shared``);
+:class:`policies.hypermarl.module.HyperActorCritic` gives each agent its own actor and critic
+generated from a learned agent embedding. ``--algo hypermarl-ippo`` (critics on the agent's
+observation) and ``hypermarl-mappo`` (per-agent critics on the global state); the baselines
+are ippo/mappo with ``--policies shared`` (FuPS), ``--set model.agent_id=true`` (FuPS+ID) and
+``--policies per_agent`` (NoPS).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
+from policies.diversity import METRICS
+from policies.hypermarl.module import HyperActorCritic, HyperSettings
+from policies.ppo import PPOSettings, build_ppo, module_specs
+
+
+@dataclass
+class HyperMARLSettings(PPOSettings):
+    """PPO's settings (:class:`policies.ppo.PPOSettings`) and the hypernetworks'."""
+
+    hyper: HyperSettings = field(default_factory=HyperSettings)
+    """The hypernetworks (embedding kind and size, hidden layers of the heads)."""
+
+    def validate(self) -> None:
+        bad = self.hyper.problems()
+        if self.model.agent_id:
+            bad.append("model.agent_id=true (HyperMARL never feeds the id to the network)")
+        if bad:
+            raise ValueError(f"bad value for {', '.join(bad)}")
+        super().validate()
+
+
+def _options(info: AlgorithmInfo, settings: HyperMARLSettings, options: dict) -> dict:
+    sharing = options.get("sharing", "auto")
+    if sharing not in ("auto", "shared"):
+        raise AlgorithmMismatch(
+            f"{info.name} generates every agent's weights in one module: use --policies shared "
+            f"(or auto), not {sharing}"
+        )
+    extra = {"hyper": dataclasses.asdict(settings.hyper)}
+    return {**options, "module_class": HyperActorCritic, "extra_config": extra}
+
+
+def algorithm(name: str, centralised_critic: bool) -> AlgorithmInfo:
+    """The ``AlgorithmInfo`` of hypermarl-ippo or hypermarl-mappo."""
+
+    def build(env_id: str, settings: HyperMARLSettings, **options):
+        options = _options(info, settings, options)
+        return build_ppo(info, env_id, settings, centralised_critic=centralised_critic, **options)
+
+    def modules(env_id: str, settings: HyperMARLSettings, **options):
+        options = _options(info, settings, options)
+        return module_specs(
+            info, env_id, settings, centralised_critic=centralised_critic, **options
+        )
+
+    critic = "per-agent critics on the global state" if centralised_critic else "on the agent's observation"  # fmt: skip
+    info = AlgorithmInfo(
+        name=name,
+        description=f"hypernetwork-generated per-agent actors and critics ({critic})",
+        settings=HyperMARLSettings,
+        capabilities=Capabilities(groups=False, needs_state=centralised_critic),
+        build=build,
+        modules=modules,
+        metrics=METRICS,
+    )
+    return info

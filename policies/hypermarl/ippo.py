@@ -1,0 +1,5 @@
+"""``--algo hypermarl-ippo``: HyperMARL on IPPO (see :mod:`policies.hypermarl`)."""
+
+from policies.hypermarl import algorithm
+
+ALGORITHM = algorithm("hypermarl-ippo", centralised_critic=False)
