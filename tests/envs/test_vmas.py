@@ -105,7 +105,7 @@ def test_dispersion_truncates_at_max_steps():
     core = DispersionBatch(2, seed=0, max_steps=3)
     core.reset()
     core.food[:] = 0.9
-    for t in range(3):
+    for _ in range(3):
         step = core.step(stay(core))
     assert step.truncated.all() and not step.terminated.any()
 

@@ -37,7 +37,9 @@ def test_wasserstein_between_diagonal_gaussians():
     # three agents: the mean over the three pairs
     c = torch.tensor([[0.0, 4.0, 0.0, 0.0]])
     w = snd_gaussian(torch.stack([a, b, c]))
-    assert w == pytest.approx((np.sqrt(9 + (np.e - 1) ** 2) + 4 + np.sqrt(25 + (np.e - 1) ** 2)) / 3)
+    assert w == pytest.approx(
+        (np.sqrt(9 + (np.e - 1) ** 2) + 4 + np.sqrt(25 + (np.e - 1) ** 2)) / 3
+    )
 
 
 def test_observation_set_is_fixed_and_sized():
