@@ -1,7 +1,7 @@
 """The ``arena`` command line.
 
     arena envs [--json] [--no-cache]
-    arena train ENV --algo {ippo,mappo} [--timesteps N | --iterations N] [--env-runners N]
+    arena train ENV --algo ALGO [--timesteps N | --iterations N] [--env-runners N]
                 [--policies auto|shared|per_group|per_agent] [--learners N]
                 [--gpus-per-learner G] [--address A] [--out DIR] [--name NAME] [--seed S]
                 [--config FILE] [--set key=value ...] [--resume RUN [--checkpoint iter_N]]

@@ -221,6 +221,23 @@ def summarise(trials: list[dict]) -> dict:
     return out
 
 
+def markdown(summary: dict) -> str:
+    """The summary as a Markdown table: IQM [95% CI] per task and method, SND, minutes."""
+    lines = [
+        "| task (metric) | method | IQM [95% CI] | mean | SND (JS / W2) | minutes per run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task, methods in summary.items():
+        for method, v in methods.items():
+            lo, hi = v["ci95"]
+            lines.append(
+                f"| {task} ({v['metric']}, {v['seeds']} seeds) | {method} | {v['iqm']:.3g} "
+                f"[{lo:.3g}, {hi:.3g}] | {v['mean']:.3g} | {v['snd']:.3f} | "
+                f"{v['train_s'] / 60:.1f} |"
+            )
+    return "\n".join(lines)
+
+
 def plot(trials: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -270,7 +287,11 @@ def main() -> None:
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every env-step budget")
     p.add_argument("--cpus", type=int, default=2, help="trials run at once")
     p.add_argument("--out", default="bench/results/hypermarl.json")
+    p.add_argument("--table", action="store_true", help="print --out's table and stop")
     a = p.parse_args()
+    if a.table:
+        print(markdown(summarise(json.loads(Path(a.out).read_text())["trials"])))
+        return
     tasks = [t for t in a.tasks.split(",") if t]
     methods = [m for m in a.methods.split(",") if m]
     unknown = [t for t in tasks if t not in TASKS] + [m for m in methods if m not in METHODS]
@@ -315,6 +336,7 @@ def main() -> None:
         plot(trials, out.with_suffix(".png"))
     summary = summarise(trials)
     print(json.dumps({"bench": "hypermarl", "summary": summary}, indent=1))
+    print(markdown(summary))
     ray.shutdown()
 
 
