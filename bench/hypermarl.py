@@ -254,7 +254,7 @@ def plot(trials: list[dict], path: Path) -> None:
             key = "win_rate" if task == "2s3z" else "return"
             for row_i, field in enumerate((key, "snd")):
                 n = min(len(r["curve"]) for r in rows)
-                x = np.array([p["env_steps"] for p in rows[0]["curve"][:n]])
+                x = np.array([p["env_steps"] for p in rows[0]["curve"][:n]]) / 1e3
                 y = np.array([[p[field] for p in r["curve"][:n]] for r in rows])
                 mean = np.nanmean(y, axis=0)
                 rng = np.random.default_rng(0)
@@ -262,7 +262,7 @@ def plot(trials: list[dict], path: Path) -> None:
                 ax = axes[row_i, col]
                 ax.plot(x, mean, label=method)
                 ax.fill_between(x, *np.nanpercentile(boots, [2.5, 97.5], axis=0), alpha=0.2)
-                ax.set_xlabel("env steps")
+                ax.set_xlabel("env steps (thousands)")
                 ax.set_ylabel(("win rate (train)" if key == "win_rate" else "team return (train)") if row_i == 0 else "SND")  # fmt: skip
         axes[0, col].set_title(task)
     axes[0, 0].legend(fontsize=8)
@@ -287,10 +287,14 @@ def main() -> None:
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every env-step budget")
     p.add_argument("--cpus", type=int, default=2, help="trials run at once")
     p.add_argument("--out", default="bench/results/hypermarl.json")
-    p.add_argument("--table", action="store_true", help="print --out's table and stop")
+    p.add_argument(
+        "--table", action="store_true", help="print --out's table, redraw its plot, stop"
+    )
     a = p.parse_args()
     if a.table:
-        print(markdown(summarise(json.loads(Path(a.out).read_text())["trials"])))
+        trials = json.loads(Path(a.out).read_text())["trials"]
+        print(markdown(summarise(trials)))
+        plot(trials, Path(a.out).with_suffix(".png"))
         return
     tasks = [t for t in a.tasks.split(",") if t]
     methods = [m for m in a.methods.split(",") if m]
