@@ -266,7 +266,7 @@ def plot(trials: list[dict], path: Path) -> None:
                 ax.set_ylabel(("win rate (train)" if key == "win_rate" else "team return (train)") if row_i == 0 else "SND")  # fmt: skip
         axes[0, col].set_title(task)
     axes[0, 0].legend(fontsize=8)
-    fig.suptitle("FuPS, FuPS+ID, NoPS and HyperMARL (MAPPO), mean over seeds, 95% bootstrap bands")
+    fig.suptitle("FuPS, FuPS+ID, NoPS and HyperMARL (MAPPO)\nmean over seeds, 95% bootstrap bands")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
