@@ -15,6 +15,7 @@ in {0: stay, 1: -1, 2: +1}; continuous actions are the force, ``Box(-1, 1, (2,))
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from dataclasses import dataclass
@@ -127,19 +128,21 @@ class PointMassBatch(VectorEnv):
 
     # -- what a scenario defines ----------------------------------------------------------------
 
+    @abc.abstractmethod
     def obs_dim(self) -> int:
-        raise NotImplementedError
+        """The length of one agent's observation."""
 
+    @abc.abstractmethod
     def _spawn(self, i: int, rng: np.random.Generator) -> None:
         """Places world ``i``'s agents and entities for a new episode."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _rewards_and_done(self) -> tuple[np.ndarray, np.ndarray]:
         """``[B, N]`` rewards of the step just taken and ``[B]`` terminated."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _observe(self) -> np.ndarray:
-        raise NotImplementedError
+        """``[B, N, obs_dim]`` float32 observations of every world."""
 
     # -- the shared machinery -------------------------------------------------------------------
 
