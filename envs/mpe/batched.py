@@ -24,7 +24,25 @@ SENSITIVITY = 5.0
 DISCRETE_U = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], dtype=np.float64)
 
 
-class SpreadBatch(VectorEnv):
+class ParticleWorlds(VectorEnv):
+    """B particle worlds of one agent group, each reset from its own seeded RNG (world i first
+    from ``seed + i``, as mpe2 and VMAS envs reset one by one). A subclass sets ``num_envs``,
+    ``n`` (agents) and ``_seed`` and defines ``_reset_worlds(idx)`` and ``_observe()``; the
+    global state is the agents' observations side by side."""
+
+    def reset(self, seed: int | None = None) -> VectorStep:
+        seed = self._seed if seed is None else seed
+        self._rngs = [
+            seeding.np_random(None if seed is None else seed + i)[0] for i in range(self.num_envs)
+        ]
+        self._reset_worlds(range(self.num_envs))
+        obs = self._observe()
+        state = obs.reshape(self.num_envs, -1)
+        zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
+        return VectorStep({"agent": obs}, state, {}, zeros, no, no.copy(), {"agent": obs}, state)
+
+
+class SpreadBatch(ParticleWorlds):
     """``simple_spread_v3``: N agents cover N landmarks; shared reward minus collisions.
 
     Args:
@@ -87,17 +105,6 @@ class SpreadBatch(VectorEnv):
             self.landmarks[i] = rng.uniform(-1, 1, (self.n, 2))
         self.vel[idx] = 0.0
         self.steps[idx] = 0
-
-    def reset(self, seed: int | None = None) -> VectorStep:
-        seed = self._seed if seed is None else seed
-        self._rngs = [
-            seeding.np_random(None if seed is None else seed + i)[0] for i in range(self.num_envs)
-        ]
-        self._reset_worlds(range(self.num_envs))
-        obs = self._observe()
-        state = obs.reshape(self.num_envs, -1)
-        zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
-        return VectorStep({"agent": obs}, state, {}, zeros, no, no.copy(), {"agent": obs}, state)
 
     def _forces(self, actions: np.ndarray) -> np.ndarray:
         if self.continuous:

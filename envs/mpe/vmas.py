@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from envs.vector import VectorEnv, VectorStep, single_group
+from envs.mpe.batched import ParticleWorlds
+from envs.vector import VectorStep, single_group
 
 DT = 0.1
 DRAG = 0.25
@@ -91,7 +91,7 @@ def _check_positive(options, *keys: str) -> None:
             raise ValueError(f"{key} must be a positive number, got {v!r}")
 
 
-class PointMassBatch(VectorEnv):
+class PointMassBatch(ParticleWorlds):
     """B VMAS worlds of N holonomic point masses (one agent group); a scenario subclass adds
     its entities, rewards and observations.
 
@@ -151,17 +151,6 @@ class PointMassBatch(VectorEnv):
             self._spawn(i, self._rngs[i])
         self.vel[idx] = 0.0
         self.steps[idx] = 0
-
-    def reset(self, seed: int | None = None) -> VectorStep:
-        seed = self._seed if seed is None else seed
-        self._rngs = [
-            seeding.np_random(None if seed is None else seed + i)[0] for i in range(self.num_envs)
-        ]
-        self._reset_worlds(range(self.num_envs))
-        obs = self._observe()
-        state = obs.reshape(self.num_envs, -1)
-        zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
-        return VectorStep({"agent": obs}, state, {}, zeros, no, no.copy(), {"agent": obs}, state)
 
     def forces(self, actions) -> np.ndarray:
         """``[B, N, 2]`` forces of a step's actions."""
