@@ -289,3 +289,76 @@ class ParallelEnvBatch(VectorEnv):
             final_state,
             None if won is None else {"battle_won": won},
         )
+
+
+class CoreEnv(ParallelEnv):
+    """The PettingZoo face of one world (B = 1) of a vectorised core without action masks.
+
+    A subclass sets ``core_class`` (built as ``core_class(1, auto_reset=False, **options)``) and
+    ``options`` (its options dataclass, for the registry's argument list). Every step's
+    ``info`` holds the agent's reward terms (``reward_terms``) where the core keeps them
+    apart; the step that ends the episode adds the core's episode facts.
+    """
+
+    core_class: type
+    options: type
+    metadata = {"render_modes": ["rgb_array"], "is_parallelizable": True}
+
+    def __init__(self, render_mode=None, **options):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
+        self.core = self.core_class(1, auto_reset=False, **options)
+        self.render_mode = render_mode
+        self.possible_agents = list(self.core.agents)
+        self.agents: list[str] = []
+        self._slot = {}  # agent -> (group, column)
+        for g in self.core.groups.values():
+            for j, a in enumerate(g.agents):
+                self._slot[a] = (g, j)
+        self._step: VectorStep | None = None
+
+    def observation_space(self, agent):
+        return self._slot[agent][0].observation_space
+
+    def action_space(self, agent):
+        return self._slot[agent][0].action_space
+
+    def _obs(self, step: VectorStep) -> dict:
+        return {a: step.obs[g.name][0, j] for a, (g, j) in self._slot.items()}
+
+    def reset(self, seed=None, options=None):
+        self._step = self.core.reset(seed=seed)
+        self.agents = list(self.possible_agents)
+        return self._obs(self._step), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        if not self.agents:
+            raise RuntimeError("the episode is over; call reset()")
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            raise ValueError(f"no action for agents {missing}; every agent acts every step")
+        act = {
+            g.name: np.stack([np.asarray(actions[a]) for a in g.agents])[None]
+            for g in self.core.groups.values()
+        }
+        step = self._step = self.core.step(act)
+        term, trunc = bool(step.terminated[0]), bool(step.truncated[0])
+        rewards = {a: float(step.rewards[0, i]) for i, a in enumerate(self.possible_agents)}
+        terms = getattr(self.core, "reward_terms", {})
+        infos = {
+            a: {"reward_terms": {k: float(v[0, i]) for k, v in terms.items()}} if terms else {}
+            for i, a in enumerate(self.possible_agents)
+        }
+        if (term or trunc) and step.info:
+            for info in infos.values():
+                info.update({k: v[0].item() for k, v in step.info.items()})
+        terms_d, truncs = dict.fromkeys(self.agents, term), dict.fromkeys(self.agents, trunc)
+        if term or trunc:
+            self.agents = []
+        return self._obs(step), rewards, terms_d, truncs, infos
+
+    def state(self) -> np.ndarray:
+        return self._step.state[0]
+
+    def close(self):
+        pass
