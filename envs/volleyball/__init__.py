@@ -3,7 +3,12 @@ as batched cores (``envs.volleyball.core``) with PettingZoo faces."""
 
 from __future__ import annotations
 
+import os
+
 from envs.registry import register
+
+# Headless rendering unless the user chose a backend; MuJoCo reads this when first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 TASKS = {
     "hover": ("Hover", "hold a pose (1 drone)"),

@@ -41,6 +41,15 @@ class MatchOptions(VolleyballOptions):
 
     random_serve: bool = False
     """Whether the serving team is drawn per episode (VolleyBots: the near team serves)."""
+    start_noise: float = 0.1
+    """Drones start within this many m (and rad of roll and pitch) of their anchors. 1v1 as
+    VolleyBots; its 3v3 and 6v6 start on the anchors exactly (``start_noise=0``), which would
+    make every episode begin alike."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0 <= self.start_noise <= 0.5:
+            raise ValueError(f"start_noise must be in [0, 0.5], got {self.start_noise!r}")
 
 
 class Match(VolleyballBatch):
@@ -52,7 +61,6 @@ class Match(VolleyballBatch):
     ANCHORS = np.array([[1.5, 0.0, 2.0]])  # the near team's; the far team's are mirrored
     SERVER = 0  # index in the team of the drone that serves
     BALL_OFFSET = 1.5
-    START_NOISE = 0.1
 
     def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
         k = self.TEAM
@@ -78,8 +86,8 @@ class Match(VolleyballBatch):
 
     def _spawn(self, envs):
         n, D = len(envs), self.n
-        pos = self.anchor + self.rng.uniform(-self.START_NOISE, self.START_NOISE, (n, D, 3))
-        tilt = self.START_NOISE
+        tilt = self.options.start_noise
+        pos = self.anchor + self.rng.uniform(-tilt, tilt, (n, D, 3))
         quat = random_quat(self.rng, [-tilt, -tilt, 0], [tilt, tilt, 0], (n, D))
         quat[:, self.far] = np.stack(  # yaw pi: the far team faces the net too
             [-quat[:, self.far, 3], -quat[:, self.far, 2], quat[:, self.far, 1], quat[:, self.far, 0]], -1
@@ -254,7 +262,6 @@ class Match3v3(Match):
     ANCHORS = np.array([[3.0, -1.5, 2.0], [3.0, 1.5, 2.0], [6.0, 0.0, 2.0]])
     SERVER = 2
     BALL_OFFSET = 3.0
-    START_NOISE = 0.0
     MAX_STEPS = 500
 
     @property

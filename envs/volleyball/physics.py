@@ -80,7 +80,7 @@ class Worlds:
         drag: float = 0.0,
         downwash: bool = True,
     ):
-        self.layout, self.num_envs, self.substeps = layout, num_envs, substeps
+        self.layout, self.num_envs, self.substeps, self.nthread = layout, num_envs, substeps, nthread
         self.drag, self.downwash = drag, downwash
         self.model = m = model(layout)
         m.opt.timestep = DT / substeps
@@ -115,6 +115,19 @@ class Worlds:
         self.throttle = np.zeros((num_envs, D, 4))
         self.ball_contact = np.zeros((num_envs, D), bool)
         self.read()
+
+    def __getstate__(self) -> dict:
+        # MuJoCo's model, data and thread pool are rebuilt from the layout on unpickling.
+        skip = {"model", "_data", "_rollout", "_models"}
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.model = model(self.layout)
+        self.model.opt.timestep = DT / self.substeps
+        self._data = [mujoco.MjData(self.model) for _ in range(max(self.nthread, 1))]
+        self._rollout = rollout.Rollout(nthread=self.nthread)
+        self._models = [self.model] * self.num_envs
 
     # -- state -------------------------------------------------------------------------------
 

@@ -4,11 +4,7 @@ written on top."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-
-os.environ.setdefault("MUJOCO_GL", "egl")
 
 SIZE = (480, 320)  # width, height
 _renderers: dict[int, object] = {}
