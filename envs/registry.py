@@ -205,6 +205,13 @@ def make_vector(id: str, num_envs: int, seed: int | None = None, **cfg: Any):
     return ParallelEnvBatch(lambda: make(id, **cfg), num_envs=num_envs, seed=seed)
 
 
+def facts(id: str) -> tuple[str, ...]:
+    """The episode facts ``id`` reports when an episode ends (its vectorised core's ``FACTS``;
+    e.g. volleyball's ``bumps``), which training logs as ``episode_<fact>``."""
+    vector = spec(id).load_vector()
+    return tuple(getattr(vector, "FACTS", ()))
+
+
 def register_with_ray() -> None:
     """Registers every id with Ray Tune's env registry (as an RLlib ``MultiAgentEnv``), so that
     RLlib configs and remote EnvRunners can build envs by id alone."""

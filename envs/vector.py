@@ -89,6 +89,8 @@ class VectorEnv(abc.ABC):
     agents: tuple[str, ...]
     groups: dict[str, AgentGroup]
     state_space: gym.spaces.Box
+    FACTS: tuple[str, ...] = ()
+    """Episode facts the env reports in ``VectorStep.info`` (a column each in metrics.csv)."""
 
     @property
     def num_agents(self) -> int:

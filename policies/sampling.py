@@ -256,6 +256,7 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         window = self.config.metrics_num_episodes_for_smoothing
         self._recent: deque = deque(maxlen=max(1, math.ceil(window / (self.num_workers or 1))))
         self._wins: deque = deque(maxlen=self._recent.maxlen)  # envs that report battle_won
+        self._facts: dict[str, deque] = {}  # other episode facts an env reports (info)
 
     # -- construction -----------------------------------------------------------------------
 
@@ -447,8 +448,12 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                             v[rows] = 0.0
             if ended is not None:
                 done_buf[t], term_buf[t] = done, step.terminated
-                if step.info is not None and "battle_won" in step.info:
-                    self._wins.extend(step.info["battle_won"][ended].tolist())
+                for key, values in (step.info or {}).items():
+                    if key == "battle_won":
+                        self._wins.extend(values[ended].tolist())
+                    else:
+                        facts = self._facts.setdefault(key, deque(maxlen=self._recent.maxlen))
+                        facts.extend(values[ended].tolist())
         self._step = step
         self._log_sampled(T * B, all_rewards, done_buf)
         self.metrics.log_value(TIME_ENV, t_env, reduce="sum")
@@ -606,6 +611,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 m.log_value((EPISODE_MODULE_RETURN_MEAN, mid), float(ret), window=1)
         if self._wins:
             m.log_value("win_rate", float(np.mean(self._wins)), window=1)
+        for key, values in self._facts.items():
+            m.log_value(f"episode_{key}", float(np.mean(values)), window=1)
 
     def get_metrics(self) -> dict:
         return self.metrics.reduce()

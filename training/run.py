@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+import envs
 from training.checkpoints import (
     RunError,
     load_config,
@@ -88,7 +89,7 @@ def metrics_row(
         / max(_num(timers.get("training_iteration", timers.get("training_step"))), 1e-9),
     }
     own = result.get("arena", {}) or {}
-    row.update({k: _num(own.get(k)) for k in extra})
+    row.update({k: _num(own.get(k, er.get(k))) for k in extra})
     returns = er.get("module_episode_returns_mean", {}) or {}
     learned = learner_scalars(result)
     for mid in modules:
@@ -169,7 +170,7 @@ class Run:
         if not (cfg.timesteps or cfg.iterations) and info.default_iterations:
             cfg.iterations = info.default_iterations
         self.target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
-        self.extra_metrics = info.metrics
+        self.extra_metrics = info.metrics + tuple(f"episode_{f}" for f in envs.facts(cfg.env))
         algo_config = info.build(  # checks algorithm x env before Ray starts
             cfg.env,
             cfg.settings,

@@ -128,6 +128,8 @@ class BumpAndPass(_Coop):
     (the ball's for all, a drone's own for it). Facts: ``success_hits``, ``passes`` (crossings
     above 4 m)."""
 
+    FACTS = ("success_hits", "passes")
+
     def _spawn(self, envs):
         super()._spawn(envs)
         if not hasattr(self, "last_cross"):
@@ -177,6 +179,8 @@ class SetAndSpikeEasy(_Coop):
     vz, 0) on the spike, 0.2 clip(10 - distance to target, 0) where the spike lands; -10 per
     fault, a drone below 0.2 m or past the net included. Facts: ``success_hits``,
     ``in_target``."""
+
+    FACTS = ("success_hits", "in_target")
 
     ANCHORS = np.array([[2.0, -2.5, 2.5], [2.0, 2.5, 3.5]])
     TARGET = np.array([-4.5, 0.0])

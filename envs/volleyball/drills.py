@@ -28,6 +28,8 @@ class Hover(VolleyballBatch):
     the position error (weight 0.2 on each new step).
     """
 
+    FACTS = ("pos_error",)
+
     MAX_STEPS = 500
     OBS_DIM = 26
     TARGET = np.array([0.0, 0.0, 2.0])
@@ -79,6 +81,8 @@ class BackAndForth(VolleyballBatch):
     minus 10 when the drone leaves z in [0.4, 5] or gets 7.5 m from its target (which ends
     the episode). Fact: ``targets_reached``.
     """
+
+    FACTS = ("targets_reached",)
 
     MAX_STEPS = 800
     OBS_DIM = 26
@@ -163,7 +167,7 @@ class _BallDrill(VolleyballBatch):
         """(true_hit, wrong_hit) ``[B]`` of this step."""
         contact = self.worlds.ball_contact[:, 0]
         hit = contact & ~self.touching
-        self.touching = contact
+        self.touching = contact.copy()
         true_hit = hit & (self.t - self.last_hit > self.options.min_hit_gap)
         self.hits += true_hit
         self.last_hit = np.where(true_hit, self.t, self.last_hit)
@@ -177,6 +181,8 @@ class HitBall(_BallDrill):
     ball flew towards and over the net); -0.05 while more than 1 m from the anchor; -10 for a
     wrong hit, the drone below 0.4 m or at the net plane, the ball below 0.15 m or above 16 m
     (each ends the episode). Facts: ``success``, ``hits``, ``ball_x`` (at the end)."""
+
+    FACTS = ("success", "hits", "ball_x")
 
     MAX_STEPS = 500
     BALL_OFFSET = 3.0
@@ -208,6 +214,8 @@ class SoloBump(_BallDrill):
     max(drone z, 1), 0, 2); -10 for a wrong hit, the drone outside z in [0.4, 2.5] or at the
     net plane, the ball below 0.15 m, above 4.5 m or off the court (each ends the episode).
     Facts: ``bumps`` (counted hits), ``apex`` (mean apex between hits)."""
+
+    FACTS = ("bumps", "apex")
 
     MAX_STEPS = 800
     BALL_OFFSET = 2.0

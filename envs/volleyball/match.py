@@ -55,6 +55,8 @@ class MatchOptions(VolleyballOptions):
 class Match(VolleyballBatch):
     """A volleyball match of two teams (a subclass sets the court and the team)."""
 
+    FACTS = ("result", "hits")
+
     OPTIONS = MatchOptions
     TEAM = 1
     COURT = (6.0, 3.0)
