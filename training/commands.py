@@ -167,9 +167,13 @@ def run_eval(args) -> int:
             if len(groups) > 1
             else ""
         )
+        facts = summary.get("episode_facts") or {}
+        shown = [f"{k} {v:.3g}" for k, v in facts.items() if not k.startswith("reward_")]
         print(
             f"{summary['episodes']} episodes: return {summary['return_mean']:.2f} "
-            f"+- {summary['return_std']:.2f}{win}{per_group}  ->  {summary['path']}"
+            f"+- {summary['return_std']:.2f}{win}{per_group}"
+            + (f"; {', '.join(shown)}" if shown else "")
+            + f"  ->  {summary['path']}"
         )
         if summary.get("animation"):
             print(f"animation: {summary['animation']}")

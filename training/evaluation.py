@@ -38,12 +38,13 @@ def play(
     env = envs.make(env_id, **env_args, **({"render_mode": "rgb_array"} if render else {}))
     groups = agent_groups(env)
     totals, per_agent, wins, lengths, frames = [], {a: [] for a in env.possible_agents}, [], [], []
+    facts: dict[str, list[float]] = {}
     for ep in range(episodes):
         obs, infos = env.reset(seed=seed + ep)
         if reset is not None:
             reset()
         ret = dict.fromkeys(env.possible_agents, 0.0)
-        n, won = 0, None
+        n, won, last_info = 0, None, {}
         while env.agents:
             if render and ep == 0:
                 frames.append(env.render())
@@ -55,6 +56,10 @@ def play(
             for info in infos.values():
                 if "battle_won" in info:
                     won = bool(info["battle_won"])
+                last_info = info or last_info
+        for key, value in last_info.items():  # the env's episode facts (e.g. volleyball's bumps)
+            if key != "battle_won" and isinstance(value, int | float) and not isinstance(value, bool):
+                facts.setdefault(key, []).append(float(value))
         totals.append(sum(ret.values()))
         lengths.append(n)
         for a in env.possible_agents:
@@ -78,6 +83,7 @@ def play(
             for g in groups.values()
         },
         "win_rate": float(np.mean(wins)) if wins else None,
+        "episode_facts": {k: float(np.mean(v)) for k, v in facts.items()},
     }
     if render and frames:
         import imageio.v2 as imageio

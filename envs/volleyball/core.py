@@ -221,7 +221,7 @@ class VolleyballBatch(VectorEnv):
         info = None
         final_obs, final_state = self._split(obs), state
         if ended.any():
-            info = {k: np.asarray(v, np.float64) for k, v in facts.items()}
+            info = {k: np.array(v, np.float64) for k, v in facts.items()}  # a copy: resets reuse
             for k, v in self.term_sums.items():
                 info[f"reward_{k}"] = v.mean(axis=1)
             if self.auto_reset:

@@ -9,7 +9,7 @@ from envs.volleyball import coop, drills, match
 class VolleyballEnv(CoreEnv):
     """One volleyball world; ``render()`` draws it with MuJoCo's offscreen renderer."""
 
-    metadata = {**CoreEnv.metadata, "name": "volleyball", "render_fps": 25}
+    metadata = {**CoreEnv.metadata, "name": "volleyball", "render_fps": 50}
 
     def render(self):
         from envs.volleyball.render import frame

@@ -309,6 +309,21 @@ def test_solo_bump_counts_bumps_and_wrong_hits():
     assert wrong[0] and not true_hit[0]
 
 
+def test_episode_facts_describe_the_episode_that_ended():
+    core = drills.SoloBump(1)
+    core.reset(seed=0)
+    w = core.worlds
+    w.state[0, w.drone_qpos[0]] = [4.5, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0]
+    _place_ball(core, [4.5, 0.0, 4.0])
+    while not core.hits[0]:
+        core.step({"drone": np.full((1, 1, 4), HOVER_COMMAND)})
+    w.state[0, w.drone_qpos[0, 2]] = 0.1  # crash: the episode ends and the world resets
+    w.read()
+    step = core.step({"drone": np.full((1, 1, 4), HOVER_COMMAND)})
+    assert step.terminated[0] and step.info["bumps"][0] == 1 and core.hits[0] == 0
+    assert step.info["reward_misbehave"][0] == -10.0
+
+
 def test_bump_and_pass_out_of_turn_is_wrong():
     core = coop.BumpAndPass(1)
     core.reset(seed=0)
