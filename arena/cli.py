@@ -6,6 +6,7 @@
                 [--gpus-per-learner G] [--address A] [--out DIR] [--name NAME] [--seed S]
                 [--config FILE] [--set key=value ...] [--resume RUN [--checkpoint iter_N]]
     arena eval RUN [--episodes N] [--render out.gif] [--explore] [--random MODULE] [--json]
+    arena crossplay RUN [--games N] [--json]
     arena demo [--timesteps N] [--seed S] [--out DIR]
     arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
@@ -33,6 +34,7 @@ COMMANDS = (
     "envs.commands",
     "envs.web.commands",
     "training.commands",
+    "policies.selfplay.commands",
     "serve.commands",
     "cluster.commands",
 )

@@ -20,6 +20,7 @@ PACKAGES = {
     "grpo": "policies.grpo",
     "hypermarl-ippo": "policies.hypermarl.ippo",
     "hypermarl-mappo": "policies.hypermarl.mappo",
+    "selfplay": "policies.selfplay",
 }
 """Algorithm name -> the package defining its ``ALGORITHM``."""
 

@@ -191,6 +191,7 @@ class Run:
             write_atomic(self.dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         runtime.connect(address)
         self.algo = algo_config.build_algo()
+        self.algo.arena_run_dir = self.dir  # where algorithms keep their own files (a league)
         try:
             if checkpoint:
                 self.algo.restore_from_path(str(checkpoint[0].resolve()))
