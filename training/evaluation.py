@@ -58,7 +58,11 @@ def play(
                     won = bool(info["battle_won"])
                 last_info = info or last_info
         for key, value in last_info.items():  # the env's episode facts (e.g. volleyball's bumps)
-            if key != "battle_won" and isinstance(value, int | float) and not isinstance(value, bool):
+            if (
+                key != "battle_won"
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+            ):
                 facts.setdefault(key, []).append(float(value))
         totals.append(sum(ret.values()))
         lengths.append(n)

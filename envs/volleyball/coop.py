@@ -104,7 +104,11 @@ class _Coop(VolleyballBatch):
 
     def _ball_bad(self):
         ball = self.worlds.ball_pos
-        net = (np.abs(ball[:, 0]) < 0.1) & (np.abs(ball[:, 1]) < WIDTH / 2) & (ball[:, 2] < NET_HEIGHT)
+        net = (
+            (np.abs(ball[:, 0]) < 0.1)
+            & (np.abs(ball[:, 1]) < WIDTH / 2)
+            & (ball[:, 2] < NET_HEIGHT)
+        )
         out = (np.abs(ball[:, 0]) > LENGTH / 2) | (np.abs(ball[:, 1]) > WIDTH / 2)
         return (ball[:, 2] < 0.2) | (ball[:, 2] > 16.0) | net | out
 
@@ -149,7 +153,9 @@ class BumpAndPass(_Coop):
         self.passes += passed
         pos = w.pos
         drone_bad = (pos[..., 2] < self.DRONE_LOW) | (
-            (np.abs(pos[..., 0]) < 0.2) & (np.abs(pos[..., 1]) < WIDTH / 2) & (pos[..., 2] < NET_HEIGHT)
+            (np.abs(pos[..., 0]) < 0.2)
+            & (np.abs(pos[..., 1]) < WIDTH / 2)
+            & (pos[..., 2] < NET_HEIGHT)
         )
         ball_bad = self._ball_bad()
         sign = np.where(np.arange(2) == self.turn[:, None], 1.0, -1.0)
@@ -164,7 +170,10 @@ class BumpAndPass(_Coop):
             "misbehave": -10.0 * (ball_bad[:, None] + drone_bad + wrong),
         }
         terminated = ball_bad | drone_bad.any(1) | wrong.any(1)
-        facts = {"success_hits": self.success_hits.astype(float), "passes": self.passes.astype(float)}
+        facts = {
+            "success_hits": self.success_hits.astype(float),
+            "passes": self.passes.astype(float),
+        }
         return terms, terminated, facts
 
 
@@ -213,7 +222,9 @@ class SetAndSpikeEasy(_Coop):
         self.in_target |= in_target
         drone_bad = (pos[..., 2] < self.DRONE_LOW) | (pos[..., 0] < 0)
         ball_bad = self._ball_bad()
-        aims = np.stack([pos[:, 1] - pos[:, 0], np.c_[self.TARGET - pos[:, 1, :2], np.zeros(self.num_envs)]], 1)
+        aims = np.stack(
+            [pos[:, 1] - pos[:, 0], np.c_[self.TARGET - pos[:, 1, :2], np.zeros(self.num_envs)]], 1
+        )
         ones = np.ones((self.num_envs, 2))
         terms = {
             "hit": 5.0 * success.any(1, keepdims=True) * ones,
@@ -223,12 +234,17 @@ class SetAndSpikeEasy(_Coop):
             "anchor": -self._anchor_penalty() * ones,
             "ball_distance": self._toward(self.WEIGHTS[np.minimum(self.turn, 2)]) * ones,
             "hit_direction": success * _cos_xy(np.repeat(vel[:, None], 2, 1), aims),
-            "spike_velocity": 0.2 * (success[:, 1] * np.clip(5.0 - vel[:, 2], 0.0, None))[:, None] * ones,
+            "spike_velocity": 0.2
+            * (success[:, 1] * np.clip(5.0 - vel[:, 2], 0.0, None))[:, None]
+            * ones,
             "misbehave": -10.0 * (ball_bad[:, None] + drone_bad.any(1, keepdims=True) + wrong),
         }
         terms.update(self._extra_terms(landed))
         terminated = ball_bad | drone_bad.any(1) | wrong.any(1)
-        facts = {"success_hits": self.success_hits.astype(float), "in_target": self.in_target.astype(float)}
+        facts = {
+            "success_hits": self.success_hits.astype(float),
+            "in_target": self.in_target.astype(float),
+        }
         return terms, terminated, facts
 
     def _extra_terms(self, landed):
@@ -267,7 +283,9 @@ class SetAndSpikeHard(SetAndSpikeEasy):
         w = self.worlds
         ball, vel = w.ball_pos, w.ball_vel
         idle = np.isnan(self.plan[:, 0]) & ~self.returned
-        trigger = idle & (self.turn == 2) & (vel[:, 0] < -2.0) & (vel[:, 2] < 0) & (ball[:, 2] >= 1.2)
+        trigger = (
+            idle & (self.turn == 2) & (vel[:, 0] < -2.0) & (vel[:, 2] < 0) & (ball[:, 2] >= 1.2)
+        )
         if trigger.any():
             # Time until the ball falls to the intercept height: z + vz t - g t^2 / 2 = z_i.
             g = 9.81
@@ -275,7 +293,12 @@ class SetAndSpikeHard(SetAndSpikeEasy):
             t = (vel[:, 2] + np.sqrt(np.maximum(disc, 0.0))) / g
             point = ball + vel * t[:, None]
             point[:, 2] = self.INTERCEPT_Z
-            ok = trigger & (point[:, 0] >= -LENGTH / 2) & (point[:, 0] <= 0) & (np.abs(point[:, 1]) <= WIDTH / 2)
+            ok = (
+                trigger
+                & (point[:, 0] >= -LENGTH / 2)
+                & (point[:, 0] <= 0)
+                & (np.abs(point[:, 1]) <= WIDTH / 2)
+            )
             self.plan[ok] = point[ok]
         moving = ~np.isnan(self.plan[:, 0])
         if moving.any():
@@ -286,7 +309,9 @@ class SetAndSpikeHard(SetAndSpikeEasy):
             reach = moving & (np.linalg.norm(ball - self.board, axis=-1) < 0.6) & (vel[:, 0] < 0)
             if reach.any():
                 d = self.RETURN_TO - ball[reach]
-                out = np.c_[d[:, :2] / self.FLIGHT, (d[:, 2] + 0.5 * 9.81 * self.FLIGHT**2) / self.FLIGHT]
+                out = np.c_[
+                    d[:, :2] / self.FLIGHT, (d[:, 2] + 0.5 * 9.81 * self.FLIGHT**2) / self.FLIGHT
+                ]
                 w.state[np.ix_(np.flatnonzero(reach), w.ball_qvel[:3])] = out
                 w.read()
                 self.returned |= reach

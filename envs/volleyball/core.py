@@ -129,9 +129,7 @@ class VolleyballBatch(VectorEnv):
             members = (g.agents if g else ()) + (agent,)
             index = (g.index if g else ()) + (i,)
             self.groups[name] = AgentGroup(name, members, index, obs_space, act_space)
-        self.state_space = gym.spaces.Box(
-            -np.inf, np.inf, (self.n * self.OBS_DIM,), np.float32
-        )
+        self.state_space = gym.spaces.Box(-np.inf, np.inf, (self.n * self.OBS_DIM,), np.float32)
         self.t = np.zeros(num_envs, int)
         self.returns = np.zeros((num_envs, self.n))
         self.term_sums: dict[str, np.ndarray] = {}
@@ -187,7 +185,9 @@ class VolleyballBatch(VectorEnv):
         obs = self._observe()
         state = obs.reshape(self.num_envs, -1)
         zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)
-        return VectorStep(self._split(obs), state, {}, zeros, no, no.copy(), self._split(obs), state)
+        return VectorStep(
+            self._split(obs), state, {}, zeros, no, no.copy(), self._split(obs), state
+        )
 
     def _begin(self, envs: np.ndarray) -> None:
         self.t[envs] = 0

@@ -40,7 +40,9 @@ class Hover(VolleyballBatch):
     def _spawn(self, envs):
         n = len(envs)
         pos = self.rng.uniform([-2.5, -2.5, 1.0], [2.5, 2.5, 2.5], (n, 1, 3))
-        quat = random_quat(self.rng, [-0.2 * np.pi, -0.2 * np.pi, 0], [0.2 * np.pi] * 2 + [2 * np.pi], (n, 1))
+        quat = random_quat(
+            self.rng, [-0.2 * np.pi, -0.2 * np.pi, 0], [0.2 * np.pi] * 2 + [2 * np.pi], (n, 1)
+        )
         self.worlds.reset(envs, pos, quat)
         if not hasattr(self, "heading"):
             self.heading = np.zeros((self.num_envs, 3))
@@ -203,7 +205,11 @@ class HitBall(_BallDrill):
             "misbehave": -10.0 * (drone_bad.astype(float) + ball_bad),
         }
         terminated = drone_bad | ball_bad | wrong_hit | done
-        facts = {"success": done.astype(float), "hits": self.hits.astype(float), "ball_x": ball[:, 0]}
+        facts = {
+            "success": done.astype(float),
+            "hits": self.hits.astype(float),
+            "ball_x": ball[:, 0],
+        }
         return {k: v[:, None] for k, v in terms.items()}, terminated, facts
 
 
@@ -241,7 +247,10 @@ class SoloBump(_BallDrill):
         height = np.clip(ball[:, 2] - np.maximum(pos[:, 2], 1.0), 0.0, 2.0)
         drone_bad = (pos[:, 2] < 0.4) | (pos[:, 2] > 2.5) | (np.abs(pos[:, 0]) < 0.01)
         ball_bad = (
-            (ball[:, 2] < 0.15) | (ball[:, 2] > 4.5) | (np.abs(ball[:, 0]) > 9.0) | (np.abs(ball[:, 1]) > 4.5)
+            (ball[:, 2] < 0.15)
+            | (ball[:, 2] > 4.5)
+            | (np.abs(ball[:, 0]) > 9.0)
+            | (np.abs(ball[:, 1]) > 4.5)
         )
         terms = {
             "hit": 2.0 * true_hit,

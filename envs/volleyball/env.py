@@ -43,5 +43,10 @@ for _name, _core in CORES.items():
     globals()[_name + "Env"] = type(
         _name + "Env",
         (VolleyballEnv,),
-        {"core_class": _core, "options": _core.OPTIONS, "__doc__": _core.__doc__, "__module__": __name__},
+        {
+            "core_class": _core,
+            "options": _core.OPTIONS,
+            "__doc__": _core.__doc__,
+            "__module__": __name__,
+        },
     )

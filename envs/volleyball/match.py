@@ -92,7 +92,13 @@ class Match(VolleyballBatch):
         pos = self.anchor + self.rng.uniform(-tilt, tilt, (n, D, 3))
         quat = random_quat(self.rng, [-tilt, -tilt, 0], [tilt, tilt, 0], (n, D))
         quat[:, self.far] = np.stack(  # yaw pi: the far team faces the net too
-            [-quat[:, self.far, 3], -quat[:, self.far, 2], quat[:, self.far, 1], quat[:, self.far, 0]], -1
+            [
+                -quat[:, self.far, 3],
+                -quat[:, self.far, 2],
+                quat[:, self.far, 1],
+                quat[:, self.far, 0],
+            ],
+            -1,
         )
         serving = self.rng.integers(0, 2, n) if self.options.random_serve else np.zeros(n, int)
         server = serving * self.TEAM + self.SERVER
@@ -140,13 +146,19 @@ class Match(VolleyballBatch):
         crossed = self.anchor[:, 0] * w.pos[..., 0] < 0  # [B, D]
         for k in range(2):
             mine = self.team == k
-            fault[:, k] |= wrong_turn[:, mine].any(1) | body[:, mine].any(1) | crossed[:, mine].any(1)
+            fault[:, k] |= (
+                wrong_turn[:, mine].any(1) | body[:, mine].any(1) | crossed[:, mine].any(1)
+            )
         inside = (np.abs(ball[:, 0]) <= length / 2) & (np.abs(ball[:, 1]) <= width / 2)
         landed = ball[:, 2] < LAND_Z
         fault[:, 0] |= landed & inside & (ball[:, 0] > 0)
         fault[:, 1] |= landed & inside & (ball[:, 0] < 0)
         out = ~inside & self._out_counts(landed)
-        net = (np.abs(ball[:, 0]) < NET_BOX) & (np.abs(ball[:, 1]) < width / 2) & (ball[:, 2] < NET_HEIGHT)
+        net = (
+            (np.abs(ball[:, 0]) < NET_BOX)
+            & (np.abs(ball[:, 1]) < width / 2)
+            & (ball[:, 2] < NET_HEIGHT)
+        )
         blamed = out | net
         for k in range(2):
             fault[:, k] |= blamed & (blame_last == k)
@@ -243,7 +255,13 @@ class Match1v1(Match):
             return np.where(gap < 0.5, 0.5 - gap, 0.0)
 
         height = np.abs(z - 2.0)
-        return near(a) + near(length / 2 - a) + near(b) + near(width / 2 - b) + np.where(height > 1, height - 1, 0.0)
+        return (
+            near(a)
+            + near(length / 2 - a)
+            + near(b)
+            + near(width / 2 - b)
+            + np.where(height > 1, height - 1, 0.0)
+        )
 
 
 class Match3v3(Match):
@@ -345,6 +363,13 @@ class Match6v6(Match3v3):
     TEAM = 6
     COURT = (18.0, 9.0)
     ANCHORS = np.array(
-        [[3.0, -3.0, 2.0], [3.0, 0.0, 2.0], [3.0, 3.0, 2.0], [6.0, -3.0, 2.0], [9.0, 0.0, 2.0], [6.0, 3.0, 2.0]]
+        [
+            [3.0, -3.0, 2.0],
+            [3.0, 0.0, 2.0],
+            [3.0, 3.0, 2.0],
+            [6.0, -3.0, 2.0],
+            [9.0, 0.0, 2.0],
+            [6.0, 3.0, 2.0],
+        ]
     )
     SERVER = 4

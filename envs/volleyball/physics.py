@@ -80,7 +80,12 @@ class Worlds:
         drag: float = 0.0,
         downwash: bool = True,
     ):
-        self.layout, self.num_envs, self.substeps, self.nthread = layout, num_envs, substeps, nthread
+        self.layout, self.num_envs, self.substeps, self.nthread = (
+            layout,
+            num_envs,
+            substeps,
+            nthread,
+        )
         self.drag, self.downwash = drag, downwash
         self.model = m = model(layout)
         m.opt.timestep = DT / substeps

@@ -52,7 +52,13 @@ class SelfPlaySettings(PPOSettings):
             raise ValueError(
                 f"meta_solver must be one of {', '.join(META_SOLVERS)}, got {self.meta_solver!r}"
             )
-        for name in ("win_window", "min_iterations", "max_iterations", "population_cap", "payoff_games"):
+        for name in (
+            "win_window",
+            "min_iterations",
+            "max_iterations",
+            "population_cap",
+            "payoff_games",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if not 0 < self.freeze_win_rate <= 1 or self.freeze_std < 0:
@@ -94,7 +100,9 @@ def build(env_id: str, settings: SelfPlaySettings, *, sharing="auto", frozen=(),
 
 
 def modules(env_id: str, settings: PPOSettings, *, sharing="auto", **options):
-    return module_specs(ALGORITHM, env_id, settings, centralised_critic=False, sharing="per_group", **options)
+    return module_specs(
+        ALGORITHM, env_id, settings, centralised_critic=False, sharing="per_group", **options
+    )
 
 
 ALGORITHM = AlgorithmInfo(

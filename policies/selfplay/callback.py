@@ -23,7 +23,9 @@ def module_policy(algorithm, weights: dict):
 
 
 def near_weights(algorithm) -> dict:
-    return {k: v.detach().cpu().clone() for k, v in algorithm.get_module("near").state_dict().items()}
+    return {
+        k: v.detach().cpu().clone() for k, v in algorithm.get_module("near").state_dict().items()
+    }
 
 
 def training_win_rate(result: dict) -> float | None:

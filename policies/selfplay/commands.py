@@ -32,7 +32,12 @@ def run(args) -> int:
     from rich.table import Table
 
     k = report["members"]
-    table = Table("member", "Elo", *[f"vs {j}" for j in range(k)], title=f"{report['env']}: win rate of row against column")
+    table = Table(
+        "member",
+        "Elo",
+        *[f"vs {j}" for j in range(k)],
+        title=f"{report['env']}: win rate of row against column",
+    )
     for i in range(k):
         cells = ["-" if x is None else f"{x:.0%}" for x in report["win_rate"][i]]
         table.add_row(str(i), f"{report['elo'][i]:.0f}", *cells)

@@ -45,8 +45,13 @@ def crossplay(run: str | Path, games: int = 100, num_envs: int = 64, seed: int =
             scores = []
             for near, far in ((i, j), (j, i)):
                 out = play(
-                    cfg.env, members[near], members[far], half, num_envs=min(num_envs, half),
-                    seed=seed + 1000 * near + far, env_config=env_config,
+                    cfg.env,
+                    members[near],
+                    members[far],
+                    half,
+                    num_envs=min(num_envs, half),
+                    seed=seed + 1000 * near + far,
+                    env_config=env_config,
                 )
                 wins[near, far] += out["wins"]
                 wins[far, near] += out["losses"]
@@ -65,7 +70,9 @@ def crossplay(run: str | Path, games: int = 100, num_envs: int = 64, seed: int =
         "env": cfg.env,
         "members": K,
         "games_per_pair": 2 * half,
-        "win_rate": [[None if np.isnan(x) else round(float(x), 4) for x in row] for row in win_rate],
+        "win_rate": [
+            [None if np.isnan(x) else round(float(x), 4) for x in row] for row in win_rate
+        ],
         "wins": wins.tolist(),
         "draws": draws.tolist(),
         "elo": [round(float(r), 1) for r in ratings],

@@ -120,7 +120,11 @@ def test_downwash_pushes_the_lower_drone_down():
 
 
 def test_court_and_net_sizes():
-    for core, court in ((match.Match1v1, (6, 3)), (match.Match3v3, (12, 6)), (match.Match6v6, (18, 9))):
+    for core, court in (
+        (match.Match1v1, (6, 3)),
+        (match.Match3v3, (12, 6)),
+        (match.Match6v6, (18, 9)),
+    ):
         m = core(1).worlds.model
         assert 2 * m.geom("court").size[:2] == pytest.approx(court)
         net = m.geom("net")
@@ -173,7 +177,10 @@ def _place_ball(core, pos, vel=(0.0, 0.0, 0.0)):
 
 
 def _hover(core):
-    return {name: np.full((core.num_envs, g.num_agents, 4), HOVER_COMMAND) for name, g in core.groups.items()}
+    return {
+        name: np.full((core.num_envs, g.num_agents, 4), HOVER_COMMAND)
+        for name, g in core.groups.items()
+    }
 
 
 def _play(core, steps=200):
@@ -299,7 +306,7 @@ def test_solo_bump_counts_bumps_and_wrong_hits():
     _place_ball(core, [4.5, 0.0, 4.0])
     hover = {"drone": np.full((1, 1, 4), HOVER_COMMAND)}
     for _ in range(60):
-        step = core.step(hover)
+        core.step(hover)
         if core.hits[0]:
             break
     assert core.hits[0] == 1 and core.reward_terms["hit"][0, 0] == 2.0
