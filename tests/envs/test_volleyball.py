@@ -367,3 +367,19 @@ def test_bad_options_are_refused_with_the_reason():
         envs.make("volleyball/hover-v0", action_mode="thrust")
     with pytest.raises(ValueError, match="substeps"):
         envs.make("volleyball/1v1-v0", substeps=0)
+
+
+def test_mappo_trains_on_a_cooperative_task(ray_session):
+    from policies import algorithm
+
+    info = algorithm.get("mappo")
+    settings = info.settings(
+        train_batch_size=256, minibatch_size=128, num_epochs=1, num_envs_per_env_runner=8
+    )
+    algo = info.build("volleyball/bump_and_pass-v0", settings, seed=0).build_algo()
+    for _ in range(2):
+        result = algo.train()
+    learner = result["learners"]["shared"]
+    assert np.isfinite(learner["policy_loss"]) and np.isfinite(learner["vf_loss"])
+    assert "episode_success_hits" in result["env_runners"]
+    algo.stop()

@@ -30,8 +30,13 @@ def trained_modules(result) -> dict:
     }
 
 
-VECTOR_ALGOS = [n for n in algorithm.names() if algorithm.get(n).capabilities.obs_kinds != {"text"}]
-"""Algorithms of vector envs (bc and grpo train language models: tests/policies/test_lm.py)."""
+VECTOR_ALGOS = [
+    n
+    for n in algorithm.names()
+    if algorithm.get(n).capabilities.obs_kinds != {"text"} and n != "selfplay"
+]
+"""Algorithms of vector envs (bc and grpo train language models: tests/policies/test_lm.py;
+selfplay plays two-team games: tests/policies/test_selfplay.py)."""
 
 
 @pytest.mark.parametrize("algo", VECTOR_ALGOS)
