@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
-from pettingzoo import ParallelEnv
 
 from envs.mpe.batched import ParticleWorlds
-from envs.vector import VectorStep, single_group
+from envs.vector import CoreEnv, VectorStep, single_group
 
 DT = 0.1
 DRAG = 0.25
@@ -306,59 +304,13 @@ class NavigationBatch(PointMassBatch):
         )
 
 
-class VMASEnv(ParallelEnv):
+class VMASEnv(CoreEnv):
     """The PettingZoo face of one world of a :class:`PointMassBatch` core (a subclass sets
-    ``core`` and ``options``)."""
+    ``core_class`` and ``options``)."""
 
     core_class: type = DispersionBatch
     options: type = DispersionOptions
     metadata = {"name": "vmas", "render_modes": ["rgb_array"], "is_parallelizable": True}
-
-    def __init__(self, render_mode=None, **options):
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
-        self.core = self.core_class(1, auto_reset=False, **options)
-        self.render_mode = render_mode
-        self.possible_agents = list(self.core.agents)
-        self.agents: list[str] = []
-        group = next(iter(self.core.groups.values()))
-        self._spaces = (group.observation_space, group.action_space)
-        self._step = None
-
-    @functools.cache  # noqa: B019 - one space object per agent
-    def observation_space(self, agent):
-        return self._spaces[0]
-
-    @functools.cache  # noqa: B019
-    def action_space(self, agent):
-        return self._spaces[1]
-
-    def _obs(self, step) -> dict:
-        return {a: step.obs["agent"][0, i] for i, a in enumerate(self.possible_agents)}
-
-    def reset(self, seed=None, options=None):
-        self._step = self.core.reset(seed=seed)
-        self.agents = list(self.possible_agents)
-        return self._obs(self._step), {a: {} for a in self.agents}
-
-    def step(self, actions):
-        if not self.agents:
-            raise RuntimeError("the episode is over; call reset()")
-        missing = [a for a in self.agents if a not in actions]
-        if missing:
-            raise ValueError(f"no action for agents {missing}; every agent acts every step")
-        act = np.stack([np.asarray(actions[a]) for a in self.possible_agents])[None]
-        step = self._step = self.core.step({"agent": act})
-        term, trunc = bool(step.terminated[0]), bool(step.truncated[0])
-        rewards = {a: float(step.rewards[0, i]) for i, a in enumerate(self.possible_agents)}
-        infos = {a: {} for a in self.agents}
-        terms, truncs = dict.fromkeys(self.agents, term), dict.fromkeys(self.agents, trunc)
-        if term or trunc:
-            self.agents = []
-        return self._obs(step), rewards, terms, truncs, infos
-
-    def state(self) -> np.ndarray:
-        return self._step.state[0]
 
     def render(self, size: int = 256) -> np.ndarray:
         """The world from above: agents as blue discs, food or goal as green ones (eaten food
@@ -382,9 +334,6 @@ class VMASEnv(ParallelEnv):
         for p in core.pos[0]:
             disc(p, core.AGENT_RADIUS, (50, 90, 200))
         return np.asarray(img)
-
-    def close(self):
-        pass
 
 
 class DispersionEnv(VMASEnv):
