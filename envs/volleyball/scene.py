@@ -71,14 +71,16 @@ def _spec(layout: Layout) -> mujoco.MjSpec:
 
 
 def _add_camera(spec: mujoco.MjSpec, length: float, width: float) -> None:
-    """A camera beside the court looking at its middle, far enough back to see both ends."""
-    eye = np.array([0.0, -(width / 2 + 0.55 * length + 1.0), 0.3 * length + 2.5])
+    """A camera beside the court and a little to the near side of the net (so the net shows
+    as a band), looking down at its middle, far enough back to see both ends."""
+    eye = np.array([0.2 * length, -(width / 2 + 0.35 * length + 1.0), 0.7 * length + 3.0])
     target = np.array([0.0, 0.0, 1.5])
     z = eye - target
     z /= np.linalg.norm(z)
-    x = np.array([1.0, 0.0, 0.0])
+    x = np.cross([0.0, 0.0, 1.0], z)
+    x /= np.linalg.norm(x)
     y = np.cross(z, x)
-    spec.worldbody.add_camera(name="court", pos=eye, xyaxes=[*x, *y], fovy=50)
+    spec.worldbody.add_camera(name="court", pos=eye, xyaxes=[*x, *y], fovy=45)
 
 
 @functools.cache
