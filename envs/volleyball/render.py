@@ -4,6 +4,8 @@ written on top."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 SIZE = (480, 320)  # width, height
@@ -19,7 +21,15 @@ def _renderer(core):
         model.vis.quality.offsamples = 0
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, SIZE[0])
         model.vis.global_.offheight = max(model.vis.global_.offheight, SIZE[1])
-        r = _renderers[id(core)] = mujoco.Renderer(model, SIZE[1], SIZE[0])
+        try:
+            r = mujoco.Renderer(model, SIZE[1], SIZE[0])
+        except mujoco.FatalError as e:
+            raise RuntimeError(
+                f"MuJoCo cannot render here ({e}); MUJOCO_GL is "
+                f"{os.environ.get('MUJOCO_GL')!r}: set MUJOCO_GL=egl (no display) or glfw "
+                "before anything imports mujoco"
+            ) from None
+        _renderers[id(core)] = r
         r._data = mujoco.MjData(model)
     return r
 
