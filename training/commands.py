@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("eval", help="evaluate a run's policy")
     v.add_argument("run")
     v.add_argument("--episodes", type=int, default=100)
-    v.add_argument("--render", metavar="OUT.gif")
+    v.add_argument("--render", metavar="OUT.gif|OUT.mp4", help="animate the first episode")
     v.add_argument("--explore", action="store_true", help="sample actions instead of greedy")
     v.add_argument(
         "--random",
@@ -145,7 +145,13 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
+    from pathlib import Path
+
     from training import evaluation
+    from training.config import ConfigError
+
+    if args.render and Path(args.render).suffix.lower() not in (".gif", ".mp4"):
+        raise ConfigError(f"--render {args.render}: the animation is written as .gif or .mp4")
 
     summary = evaluation.evaluate(
         args.run,

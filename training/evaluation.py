@@ -94,7 +94,11 @@ def play(
 
         Path(render).parent.mkdir(parents=True, exist_ok=True)
         fps = env.metadata.get("render_fps", 10)
-        imageio.mimsave(render, [np.asarray(f) for f in frames], duration=1 / fps, loop=0)
+        frames = [np.asarray(f) for f in frames]
+        if Path(render).suffix.lower() == ".mp4":  # H.264 through imageio-ffmpeg's binary
+            imageio.mimsave(render, frames, fps=fps, macro_block_size=1)
+        else:
+            imageio.mimsave(render, frames, duration=1 / fps, loop=0)
         summary["animation"] = str(render)
     return summary
 

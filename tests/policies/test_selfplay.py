@@ -119,6 +119,8 @@ def test_run_adds_and_freezes_a_snapshot_then_crossplays(tmp_path):
     assert report["members"] == 2 and len(report["elo"]) == 2
     assert sum(report["elo"]) == pytest.approx(2000.0)
     assert (run / "crossplay.json").exists()
-    gif = tmp_path / "rally.gif"
-    proc = arena("eval", str(run), "--episodes", "1", "--render", str(gif))
-    assert gif.stat().st_size > 1000 and "hits" in proc.stdout
+    video = tmp_path / "rally.mp4"
+    proc = arena("eval", str(run), "--episodes", "1", "--render", str(video))
+    assert video.read_bytes()[4:8] == b"ftyp" and "hits" in proc.stdout
+    proc = arena("eval", str(run), "--render", str(tmp_path / "rally.avi"), check=False)
+    assert proc.returncode == 2 and "as .gif or .mp4" in proc.stderr
