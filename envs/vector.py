@@ -294,12 +294,13 @@ class ParallelEnvBatch(VectorEnv):
 
 
 class CoreEnv(ParallelEnv):
-    """The PettingZoo face of one world (B = 1) of a vectorised core without action masks.
+    """The PettingZoo face of one world (B = 1) of a vectorised core.
 
     A subclass sets ``core_class`` (built as ``core_class(1, auto_reset=False, **options)``) and
-    ``options`` (its options dataclass, for the registry's argument list). Every step's
-    ``info`` holds the agent's reward terms (``reward_terms``) where the core keeps them
-    apart; the step that ends the episode adds the core's episode facts.
+    ``options`` (its options dataclass, for the registry's argument list). A group with action
+    masks observes ``{"observations", "action_mask"}`` dicts. Every step's ``info`` holds the
+    agent's reward terms (``reward_terms``) where the core keeps them apart; the step that
+    ends the episode adds the core's episode facts (e.g. SMAC's ``battle_won``).
     """
 
     core_class: type
@@ -314,19 +315,34 @@ class CoreEnv(ParallelEnv):
         self.possible_agents = list(self.core.agents)
         self.agents: list[str] = []
         self._slot = {}  # agent -> (group, column)
+        self._spaces = {}  # group -> (observation space, action space)
         for g in self.core.groups.values():
+            obs_space = g.observation_space
+            if g.has_action_mask:
+                mask = gym.spaces.Box(0, 1, (int(g.action_space.n),), np.int8)
+                obs_space = gym.spaces.Dict({"observations": obs_space, "action_mask": mask})
+            self._spaces[g.name] = (obs_space, g.action_space)
             for j, a in enumerate(g.agents):
                 self._slot[a] = (g, j)
         self._step: VectorStep | None = None
 
     def observation_space(self, agent):
-        return self._slot[agent][0].observation_space
+        return self._spaces[self._slot[agent][0].name][0]
 
     def action_space(self, agent):
-        return self._slot[agent][0].action_space
+        return self._spaces[self._slot[agent][0].name][1]
 
     def _obs(self, step: VectorStep) -> dict:
-        return {a: step.obs[g.name][0, j] for a, (g, j) in self._slot.items()}
+        out = {}
+        for a, (g, j) in self._slot.items():
+            o = step.obs[g.name][0, j]
+            if g.has_action_mask:
+                o = {
+                    "observations": o,
+                    "action_mask": step.action_mask[g.name][0, j].astype(np.int8),
+                }
+            out[a] = o
+        return out
 
     def reset(self, seed=None, options=None):
         self._step = self.core.reset(seed=seed)
