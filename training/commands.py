@@ -114,12 +114,12 @@ def run_train(args) -> int:
             curve_every=args.curve_every,
         )
     else:
-        if not args.env:
-            raise ConfigError("train needs an ENV id (or --resume RUN)")
+        if not (args.env or args.config):
+            raise ConfigError("train needs an ENV id (or a --config naming one, or --resume RUN)")
         if args.checkpoint:
             raise ConfigError("--checkpoint picks the checkpoint of --resume RUN")
         cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
-        cfg.env = args.env
+        cfg.env = args.env or cfg.env
         if args.algo is not None:
             cfg.set_algo(args.algo)
         for key in (
