@@ -3,16 +3,18 @@ pass the ball between them) and set and spike (a setter sets, an attacker spikes
 net into a target; the hard variant has a defender that returns it).
 
 Both drones start near their anchors on the +x half of the 18 x 9 m court with the ball 2 m
-above drone 0. A hit is the start of a ball contact, given to the drone nearest the ball; one
-within 3 steps of that drone's last contact is not counted. A counted hit is a success unless
+above drone 0. A step on which the ball touches a drone is a contact, credited to the drone
+nearest the ball; it counts as a hit more than 3 steps after that drone's last contact (so a
+contact lasting several steps counts once). A counted hit is a success unless
 it was not the drone's turn or the ball was not in its racket (then it is a wrong hit, -10
 for the hitter, and the episode ends). The episode also ends (-10 for all) when the ball
 drops below 0.2 m, rises above 16 m, enters the net or leaves the court, or a drone drops too
 low or reaches the net.
 
-Observation (bump and pass 43, set and spike 44): the drone state (23), position - anchor,
-other drone - self, self - ball, ball velocity, whose turn (one-hot, 2 or 3), own id (2),
-time (t / T, 4 times).
+Observation (bump and pass 43, set and spike 40): the drone state (23), position - anchor,
+other drone - self, self - ball, ball velocity, whose turn (one-hot, 2 or 3), own id (2), and
+for bump and pass the time (t / T, 4 times), as VolleyBots' training scripts set them
+(``multijuggle.sh`` keeps the time encoding, ``multiattack_*.sh`` turn it off).
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class _Coop(VolleyballBatch):
     ANCHORS = np.array([[4.5, -2.5, 2.0], [4.5, 2.5, 2.0]])
     TURNS = 2
     DRONE_LOW = 0.4
+    TIME_ENCODING = True
 
     @property
     def OBS_DIM(self) -> int:  # noqa: N802
-        return 23 + 12 + self.TURNS + 2 + 4
+        return 23 + 12 + self.TURNS + 2 + 4 * self.TIME_ENCODING
 
     def layout(self) -> Layout:
         return Layout(2, court=(LENGTH, WIDTH))
@@ -59,9 +62,8 @@ class _Coop(VolleyballBatch):
             B = self.num_envs
             self.turn = np.zeros(B, int)
             self.last_contact = np.zeros((B, 2), int)
-            self.touching = np.zeros(B, bool)
             self.success_hits = np.zeros(B, int)
-        self.turn[envs], self.last_contact[envs], self.touching[envs] = 0, -100, False
+        self.turn[envs], self.last_contact[envs] = 0, -100
         self.success_hits[envs] = 0
 
     def _observe(self):
@@ -77,20 +79,17 @@ class _Coop(VolleyballBatch):
             np.repeat(w.ball_vel[:, None], 2, 1),
             np.repeat(turn[:, None], 2, 1),
             np.broadcast_to(np.eye(2), (self.num_envs, 2, 2)),
-            np.repeat(t, 2, 1),
         ]
+        if self.TIME_ENCODING:
+            parts.append(np.repeat(t, 2, 1))
         return np.concatenate(parts, -1).astype(np.float32)
 
     def _hits(self):
-        """(success_hit, wrong_hit) ``[B, 2]``: contacts credited to the drone nearest the
-        ball, counted more than 3 steps after that drone's last contact."""
+        """(success_hit, wrong_hit) ``[B, 2]`` (see the module docstring)."""
         w = self.worlds
-        contact = w.ball_contact.any(1)
-        start = contact & ~self.touching
-        self.touching = contact
         rel = w.ball_pos[:, None] - w.pos
         nearest = np.linalg.norm(rel, axis=-1).argmin(1)
-        hitter = start[:, None] & (np.arange(2) == nearest[:, None])
+        hitter = w.ball_contact.any(1)[:, None] & (np.arange(2) == nearest[:, None])
         counted = hitter & (self.t[:, None] - self.last_contact > HIT_GAP)
         self.last_contact = np.where(hitter, self.t[:, None], self.last_contact)
         up = quat_axes(w.quat)[..., 2, :]
@@ -167,7 +166,7 @@ class BumpAndPass(_Coop):
             "anchor": -self._anchor_penalty() * ones,
             "ball_distance": self._toward(sign) * ones,
             "hit_direction": success * direction,
-            "misbehave": -10.0 * (ball_bad[:, None] + drone_bad + wrong),
+            "misbehave": -10.0 * (ball_bad[:, None].astype(float) + drone_bad + wrong),
         }
         terminated = ball_bad | drone_bad.any(1) | wrong.any(1)
         facts = {
@@ -194,6 +193,7 @@ class SetAndSpikeEasy(_Coop):
     ANCHORS = np.array([[2.0, -2.5, 2.5], [2.0, 2.5, 3.5]])
     TARGET = np.array([-4.5, 0.0])
     TURNS = 3
+    TIME_ENCODING = False
     DRONE_LOW = 0.2
     WEIGHTS = np.array([[1.0, 0.0], [-1.0, 1.0], [0.0, -1.0]])  # ball-distance shaping per turn
 
@@ -237,7 +237,8 @@ class SetAndSpikeEasy(_Coop):
             "spike_velocity": 0.2
             * (success[:, 1] * np.clip(5.0 - vel[:, 2], 0.0, None))[:, None]
             * ones,
-            "misbehave": -10.0 * (ball_bad[:, None] + drone_bad.any(1, keepdims=True) + wrong),
+            "misbehave": -10.0
+            * (ball_bad[:, None].astype(float) + drone_bad.any(1, keepdims=True) + wrong),
         }
         terms.update(self._extra_terms(landed))
         terminated = ball_bad | drone_bad.any(1) | wrong.any(1)
@@ -257,8 +258,10 @@ class SetAndSpikeHard(SetAndSpikeEasy):
     """Set and spike against a defender (``multi_attack_volleyball_hard.py``): a board (a
     disc of radius 0.5 m resting at (-4, 0, 0.5)) plans an intercept when the spiked ball
     flies towards it (vx < -2, falling, above 1.2 m): where the ball's ballistic path
-    reaches 1.1 m inside the far half. It moves there at up to 8 m/s and, if it is there
-    (within 0.6 m of the ball) when the ball arrives, returns it towards (3, 1, 1.3) in 1.5 s.
+    reaches 1.1 m inside the far half. It flies from its rest towards that point at the speed
+    that gets it there when the ball does, at most 8 m/s (and on, as VolleyBots' board does
+    not stop), and where it meets the ball (within 0.6 m) returns it from the planned point
+    towards (3, 1, 1.3) in 1.5 s. The board is kinematic and not drawn.
     The spike scores (``in_target``) when the ball lands after the board failed to reach
     it, or after a return that went out or into the net. Drones must stay above 0.4 m.
     """
@@ -273,9 +276,11 @@ class SetAndSpikeHard(SetAndSpikeEasy):
         if not hasattr(self, "board"):
             B = self.num_envs
             self.board = np.tile(self.REST, (B, 1))
+            self.board_vel = np.zeros((B, 3))
             self.plan = np.full((B, 3), np.nan)
             self.returned = np.zeros(B, bool)
         self.board[envs] = self.REST
+        self.board_vel[envs] = 0.0
         self.plan[envs] = np.nan
         self.returned[envs] = False
 
@@ -300,15 +305,16 @@ class SetAndSpikeHard(SetAndSpikeEasy):
                 & (np.abs(point[:, 1]) <= WIDTH / 2)
             )
             self.plan[ok] = point[ok]
+            gap = point - self.REST
+            dist = np.linalg.norm(gap, axis=-1, keepdims=True)
+            speed = np.minimum(dist / np.maximum(t[:, None], 1e-6), self.SPEED)
+            self.board_vel[ok] = (gap / np.maximum(dist, 1e-9) * speed)[ok]
         moving = ~np.isnan(self.plan[:, 0])
         if moving.any():
-            gap = self.plan[moving] - self.board[moving]
-            dist = np.linalg.norm(gap, axis=-1, keepdims=True)
-            step = np.minimum(dist, self.SPEED * 0.02)
-            self.board[moving] += gap / np.maximum(dist, 1e-9) * step
+            self.board[moving] += self.board_vel[moving] * 0.02
             reach = moving & (np.linalg.norm(ball - self.board, axis=-1) < 0.6) & (vel[:, 0] < 0)
             if reach.any():
-                d = self.RETURN_TO - ball[reach]
+                d = self.RETURN_TO - self.plan[reach]
                 out = np.c_[
                     d[:, :2] / self.FLIGHT, (d[:, 2] + 0.5 * 9.81 * self.FLIGHT**2) / self.FLIGHT
                 ]

@@ -160,9 +160,11 @@ class VolleyballBatch(VectorEnv):
     # -- shared observation pieces -----------------------------------------------------------
 
     def drone_state(self, mirror: np.ndarray | None = None) -> np.ndarray:
-        """VolleyBots' 23-number drone state ``[B, D, 23]``: position, quaternion (w >= 0),
-        linear and angular velocity (world), heading and up axes, throttles (2 t - 1). Drones
-        where ``mirror [D]`` is true see the court from the other side (x and y negated)."""
+        """VolleyBots' 23-number drone state ``[B, D, 23]``: position, quaternion, linear and
+        angular velocity (world), heading and up axes, throttles (2 t - 1). Quaternions have
+        w >= 0 in every task (VolleyBots fixes the sign in its matches only; q and -q are one
+        rotation, and one sign spares a policy learning both). Drones where ``mirror [D]`` is
+        true see the court from the other side (x and y negated)."""
         w = self.worlds
         pos, vel, ang, quat = w.pos.copy(), w.vel.copy(), w.angvel.copy(), quat_fix(w.quat)
         if mirror is not None and mirror.any():

@@ -135,10 +135,10 @@ class Match(VolleyballBatch):
         self.last_hit = np.where(racket, self.t[:, None], self.last_hit)
         return racket, body
 
-    def _faults(self, wrong_turn, body, blame_last) -> np.ndarray:
+    def _faults(self, wrong_turn, body, blame) -> np.ndarray:
         """Faults ``[B, 2]`` of each side: a hit out of turn, a body touch, a drone in the
-        other half, the ball landing in its half; out of bounds and net faults go to
-        ``blame_last [B]`` (the side held responsible for the ball, or -1 for none)."""
+        other half, the ball landing in its half; out of bounds and net faults go to the
+        sides where ``blame [B, 2]`` is true (those held responsible for the ball)."""
         w = self.worlds
         length, width = self.COURT
         ball = w.ball_pos
@@ -159,9 +159,7 @@ class Match(VolleyballBatch):
             & (np.abs(ball[:, 1]) < width / 2)
             & (ball[:, 2] < NET_HEIGHT)
         )
-        blamed = out | net
-        for k in range(2):
-            fault[:, k] |= blamed & (blame_last == k)
+        fault |= (out | net)[:, None] & blame
         return fault
 
     def _out_counts(self, landed: np.ndarray) -> np.ndarray:
@@ -225,9 +223,11 @@ class Match1v1(Match):
         racket, body = self._contacts()
         dist = np.linalg.norm(w.pos - w.ball_pos[:, None], axis=-1)
         closest = dist.argmin(1)
-        hit = racket.any(1)
-        true_hit = hit & (self.turn == closest)
-        wrong = hit & (self.turn != closest)
+        # As VolleyBots: a racket hit is the turn's when the drone on turn is the closest to
+        # the ball; otherwise the hitting drone hit out of turn.
+        in_turn = (self.turn == closest)[:, None]
+        true_hit = (racket & in_turn).any(1)
+        wrong_turn = racket & ~in_turn
         self.hits += true_hit
         on_turn = np.arange(2) == self.turn[:, None]
         xy = np.linalg.norm(w.pos[..., :2] - w.ball_pos[:, None, :2], axis=-1)
@@ -237,9 +237,9 @@ class Match1v1(Match):
             "position": -0.2 * self._position_penalty(),
         }
         self.turn = np.where(true_hit, 1 - self.turn, self.turn)
-        wrong_turn = wrong[:, None] & (np.arange(2) == closest[:, None])
-        # Out or in the net: the wrong hitter's fault, else the last hitter's (not on turn).
-        blame = np.where(wrong, closest, 1 - self.turn)
+        # Out or in the net: the wrong hitters' fault, else the last hitter's (not on turn).
+        wrong = wrong_turn | body
+        blame = np.where(wrong.any(1, keepdims=True), wrong, np.arange(2) != self.turn[:, None])
         fault = self._faults(wrong_turn, body, blame)
         return self._finish(fault, terms, {})
 
@@ -304,8 +304,7 @@ class Match3v3(Match):
         k, D = self.TEAM, self.n
         state = self.drone_state(self.far)
         s = self.sign
-        ball_side = (w.ball_pos[:, 0] > 0).astype(int)  # 1: the near half
-        on_my_side = np.where(self.far, 1 - ball_side[:, None], ball_side[:, None]).astype(bool)
+        on_my_side = self.team[None] == self.side[:, None]  # the side the rules last saw
         ident = np.tile(np.eye(k), (2, 1))
         order = np.concatenate([np.arange(D), np.roll(np.arange(D), -k)]).reshape(2, D)
         positions = w.pos[:, order[self.team]] * s[:, None]  # [B, D, D, 3], own team first
@@ -330,20 +329,23 @@ class Match3v3(Match):
         hit_team = np.stack([true_hit[:, self.team == t].any(1) for t in range(2)], -1)  # [B, 2]
         self.hits += hit_team.any(1)
         self.last_team = np.where(hit_team[:, 1], 1, np.where(hit_team[:, 0], 0, self.last_team))
+        dist = np.linalg.norm(w.pos - w.ball_pos[:, None], axis=-1)
+        # The shaping reads the flags before a side change clears them (as VolleyBots).
+        ball_distance = np.where(self.already_hit, 0.0, 0.5 / (1 + dist))
         side = np.where(w.ball_pos[:, 0] > 0, 0, 1)
         changed = side != self.side
         self.side = side
         receiving = self.team[None] == side[:, None]
         self.already_hit = np.where(changed[:, None], ~receiving, self.already_hit)
-        dist = np.linalg.norm(w.pos - w.ball_pos[:, None], axis=-1)
         too_close = self._too_close()
         terms = {
             "hit": 10.0 * hit_team[:, self.team],
-            "ball_distance": np.where(self.already_hit, 0.0, 0.5 / (1 + dist)),
+            "ball_distance": ball_distance,
             "anchor_distance": 0.05 / (1 + np.linalg.norm(w.pos - self.anchor, axis=-1)),
             "too_close": -100.0 * too_close,
         }
-        fault = self._faults(wrong_turn, body, self.last_team)
+        blame = np.arange(2) == self.last_team[:, None]
+        fault = self._faults(wrong_turn, body, blame)
         terms, terminated, facts = self._finish(fault, terms, {})
         return terms, terminated | too_close.any(1), facts
 

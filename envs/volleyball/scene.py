@@ -1,9 +1,9 @@
 """Volleyball scenes: the court, the net and the ball (``assets/court.xml``) with N drones
 (``assets/iris.xml``) attached, composed with ``mujoco.MjSpec`` and compiled once per layout.
 
-Contact groups (``contype``/``conaffinity`` bits): static geoms 1, the ball 2, drones 4. The
-ball touches everything, drones touch the floor and the net but not each other (VolleyBots
-ends the episode when drones come too close). A contact sensor per drone says whether the ball
+Contact groups (``contype``/``conaffinity`` bits): static geoms 1, the ball 2, drones 4;
+everything touches everything, except the net, which is drawn only (VolleyBots has no net
+body: its net rules are boxes around the plane x = 0). A contact sensor per drone says whether the ball
 touches it (VolleyBots' cooperative and single tasks count a hit on contact).
 """
 

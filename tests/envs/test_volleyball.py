@@ -136,7 +136,7 @@ def test_court_and_net_sizes():
 
 SIZES = {
     "hover": 26, "back_and_forth": 26, "hit_ball": 32, "solo_bump": 32, "bump_and_pass": 43,
-    "set_and_spike_easy": 44, "set_and_spike_hard": 44, "1v1": 37, "3v3": 57, "6v6": 78,
+    "set_and_spike_easy": 40, "set_and_spike_hard": 40, "1v1": 37, "3v3": 57, "6v6": 78,
 }  # fmt: skip
 
 
@@ -383,3 +383,78 @@ def test_mappo_trains_on_a_cooperative_task(ray_session):
     assert np.isfinite(learner["policy_loss"]) and np.isfinite(learner["vf_loss"])
     assert "episode_success_hits" in result["env_runners"]
     algo.stop()
+
+
+def test_cooperative_faults_add_up():
+    """Ball and drone 0 too low in one step: drone 0 pays both (-20), drone 1 the ball's."""
+    core = coop.BumpAndPass(1)
+    core.reset(seed=0)
+    w = core.worlds
+    w.state[0, w.drone_qpos[0, 2]] = 0.3
+    w.read()
+    _place_ball(core, [4.5, 3.0, 0.15])
+    core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
+    assert core.reward_terms["misbehave"][0].tolist() == [-20.0, -10.0]
+
+
+def test_a_long_contact_counts_once_in_cooperative_tasks():
+    core = coop.BumpAndPass(1)
+    core.reset(seed=0)
+    w = core.worlds
+    w.state[0, w.drone_qpos[0]] = [4.5, -2.5, 2.0, 1.0, 0.0, 0.0, 0.0]
+    _place_ball(core, [4.5, -2.5, 2.2])  # resting in drone 0's racket
+    counted = []
+    for t in (10, 11, 12, 13, 14):  # five steps of one contact
+        core.t[0] = t
+        w.ball_contact = np.array([[True, False]])
+        success, wrong = core._hits()
+        counted.append(bool(success[0, 0] or wrong[0, 0]))
+    assert counted == [True, False, False, False, False]
+
+
+def test_the_net_is_drawn_only_and_its_rule_ends_the_episode():
+    core = coop.BumpAndPass(1, auto_reset=False)
+    core.reset(seed=0)
+    _place_ball(core, [0.5, 0.0, 2.0], vel=(-5.0, 0.0, 0.0))  # into the net
+    xs = []
+    for _ in range(10):
+        step = core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
+        xs.append(core.worlds.ball_pos[0, 0])
+        if step.terminated[0]:
+            break
+    assert step.terminated[0] and core.reward_terms["misbehave"][0, 1] == -10.0
+    assert min(xs) < 0.1 and all(np.diff(xs) < 0)  # it flew on: no net body to bounce off
+
+
+def test_body_touch_takes_the_blame_for_a_ball_in_the_net():
+    """1v1: the drone on turn touches the ball with its body next to the net; only it
+    faults (VolleyBots' rules.py: a wrong hitter takes the out and net blame)."""
+    core = _match(match.Match1v1)
+    w = core.worlds
+    w.state[0, w.drone_qpos[0, :3]] = [0.6, 0.0, 2.0]
+    w.read()
+    _place_ball(core, [0.6 - 0.45, 0.0, 2.0], vel=(3.0, 0.0, 0.0))
+    step = _play(core, 30)
+    assert step.info["result"][0] == -1
+
+
+def test_3v3_ball_shaping_pays_the_team_that_played_on_the_crossing_step():
+    core = _match(match.Match3v3)
+    core.already_hit[0] = [True, False, True, True, True, True]  # near_1 may still hit
+    _place_ball(core, [-0.5, 0.0, 4.0])  # the ball is on the far side now
+    core.step(_hover(core))
+    paid = core.reward_terms["ball_distance"][0] > 0
+    assert paid.tolist() == [False, True, False, False, False, False]
+    assert core.already_hit[0].tolist() == [True] * 3 + [False] * 3  # then the flags switch
+
+
+def test_defender_returns_a_spike_it_reaches():
+    core = coop.SetAndSpikeHard(1)
+    core.reset(seed=0)
+    core.turn[0] = 2  # spiked
+    _place_ball(core, [-1.0, 0.0, 2.5], vel=(-4.0, 0.0, -1.0))
+    for _ in range(60):
+        core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
+        if core.returned[0]:
+            break
+    assert core.returned[0] and core.worlds.ball_vel[0, 0] > 0  # sent back towards (3, 1)
