@@ -32,7 +32,7 @@ def run(args) -> int:
             str(len(r["agents"])),
             " / ".join(obs),
             " / ".join(act),
-            "numpy" if r["vectorised_core"] else "",
+            "batched" if r["vectorised_core"] else "",
         )
     Console().print(table)
     return 0
