@@ -3,7 +3,7 @@
 The whole batch is one array, ``state [B, nstate]`` (MuJoCo's full physics state of every
 world). A step writes every world's rotor thrusts and external forces into one control array
 and hands both to ``mujoco.rollout``, which runs the physics substeps of all worlds in C on a
-thread pool and returns the new states and the touch sensors of every substep. Nothing in
+thread pool and returns the new states and the ball-contact sensors of every substep. Nothing in
 Python runs per body or per substep.
 
 The drone follows VolleyBots (``volley_bots/actuators/rotor_group.py``,
