@@ -34,13 +34,16 @@ def run(args) -> int:
     k = report["members"]
     table = Table(
         "member",
-        "Elo",
+        "Elo (K 84)",
+        "Bradley-Terry",
         *[f"vs {j}" for j in range(k)],
-        title=f"{report['env']}: win rate of row against column",
+        title=f"{report['env']}: win rate of row against column (draws apart)",
     )
     for i in range(k):
         cells = ["-" if x is None else f"{x:.0%}" for x in report["win_rate"][i]]
-        table.add_row(str(i), f"{report['elo'][i]:.0f}", *cells)
+        table.add_row(
+            str(i), f"{report['elo'][i]:.0f}", f"{report['elo_bradley_terry'][i]:.0f}", *cells
+        )
     Console().print(table)
     last = report["latest_vs_first"]
     print(

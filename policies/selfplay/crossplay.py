@@ -1,7 +1,9 @@
 """Cross-play of a self-play run's population (VolleyBots' ``train_psro_cross_play.py``):
 every pair of members plays ``games`` games, half with each member on each side, and the
-results give a win-rate matrix and Elo ratings (start 1000, K 84, games taken in an
-interleaved order so no pair's games come in one block)."""
+results give a win-rate matrix and Elo ratings: VolleyBots' sequential Elo (start 1000, K 84,
+games taken in a seeded interleaved order so no pair's games come in one block), which with K
+84 moves a lot with the order of the last games, and an order-free Bradley-Terry fit on the
+same scale."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.selfplay.league import ELO_START, Population, elo, play
+from policies.selfplay.league import ELO_START, Population, bradley_terry, elo, play
 
 
 def crossplay(run: str | Path, games: int = 100, num_envs: int = 64, seed: int = 0) -> dict:
@@ -64,6 +66,7 @@ def crossplay(run: str | Path, games: int = 100, num_envs: int = 64, seed: int =
     np.random.default_rng(seed).shuffle(order)
     ratings = elo(order, K)
     decided = wins + wins.T
+    fitted = bradley_terry(wins + draws / 2, decided + draws)
     win_rate = np.where(decided > 0, wins / np.maximum(decided, 1), np.nan)
     report = {
         "run": str(run),
@@ -77,6 +80,7 @@ def crossplay(run: str | Path, games: int = 100, num_envs: int = 64, seed: int =
         "draws": draws.tolist(),
         "elo": [round(float(r), 1) for r in ratings],
         "elo_start": ELO_START,
+        "elo_bradley_terry": [round(float(r), 1) for r in fitted],
         "latest_vs_first": {
             "win_rate": None if np.isnan(win_rate[K - 1, 0]) else float(win_rate[K - 1, 0]),
             "wins": int(wins[K - 1, 0]),

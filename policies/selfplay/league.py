@@ -98,6 +98,22 @@ def elo(games: list[tuple[int, int, float]], players: int) -> np.ndarray:
     return rating
 
 
+def bradley_terry(scores: np.ndarray, games: np.ndarray, iterations: int = 2000) -> np.ndarray:
+    """Order-free ratings: the Bradley-Terry fit (minorisation-maximisation, as OpenSpiel's
+    ``elo.py``) of ``scores[i, j]`` (i's wins over j, draws counted half) out of ``games[i, j]``,
+    with 0.01 of a game of smoothing per pair, on Elo's scale (400 log10), mean 1000."""
+    k = len(scores)
+    pair = ~np.eye(k, dtype=bool)
+    w = scores + 0.01 * pair
+    n = games + 0.02 * pair
+    strength = np.ones(k)
+    for _ in range(iterations):
+        denom = (n / (strength[:, None] + strength[None, :])).sum(1)
+        strength = w.sum(1) / np.maximum(denom, 1e-12)
+        strength /= np.exp(np.log(strength).mean())
+    return ELO_START + 400 * np.log10(strength)
+
+
 class Population:
     """Frozen members (``member_<k>.pt``, plain state dicts) and ``league.json`` (the payoff
     matrix and the trainer's counters) in one directory."""
@@ -156,6 +172,7 @@ def play(
     """
     import envs
 
+    torch.manual_seed(seed)  # sampled actions: the same games for the same seed
     core = envs.make_vector(env_id, num_envs, seed=seed, **dict(env_config or {}))
     step = core.reset()
     policies = {"near": near, "far": far}

@@ -124,3 +124,15 @@ def test_run_adds_and_freezes_a_snapshot_then_crossplays(tmp_path):
     assert video.read_bytes()[4:8] == b"ftyp" and "hits" in proc.stdout
     proc = arena("eval", str(run), "--render", str(tmp_path / "rally.avi"), check=False)
     assert proc.returncode == 2 and "as .gif or .mp4" in proc.stderr
+
+
+def test_bradley_terry_recovers_planted_strengths():
+    """Games drawn from strengths 1 : 2 : 4 give ratings 400 log10(2) apart."""
+    from policies.selfplay.league import bradley_terry
+
+    strength = np.array([1.0, 2.0, 4.0])
+    games = np.full((3, 3), 10_000.0) * (1 - np.eye(3))
+    scores = games * strength[:, None] / (strength[:, None] + strength[None, :])
+    r = bradley_terry(scores, games)
+    np.testing.assert_allclose(np.diff(r), [400 * np.log10(2)] * 2, atol=1.0)
+    assert r.mean() == pytest.approx(1000.0)

@@ -1,0 +1,50 @@
+"""Learning curves of volleyball runs from their ``metrics.csv``: one panel per run, an
+episode fact (``episode_pos_error``, ``episode_bumps``, ...) against env steps.
+
+    .venv/bin/python bench/volleyball_curves.py --out docs/img/volleyball_learning.png \\
+        RUN_DIR:episode_pos_error RUN_DIR:episode_bumps
+
+Prints one JSON line per run: the column's first and last values and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR:COLUMN")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(args.runs), figsize=(4.5 * len(args.runs), 3.4), squeeze=False)
+    for ax, item in zip(axes[0], args.runs, strict=True):
+        run, _, column = item.rpartition(":")
+        rows = list(csv.DictReader((Path(run) / "metrics.csv").open()))
+        steps = [int(r["env_steps"]) / 1e6 for r in rows]
+        values = [float(r[column]) for r in rows]
+        env = Path(run).parts[-3]
+        ax.plot(steps, values, lw=1.2)
+        ax.set_xlabel("env steps (M)")
+        ax.set_ylabel(column.removeprefix("episode_").replace("_", " "))
+        ax.set_title(f"volleyball/{env}", fontsize=10)
+        ax.grid(alpha=0.3)
+        minutes = float(rows[-1]["time_s"]) / 60
+        print(json.dumps({"run": run, "column": column, "first": values[0], "last": values[-1],
+                          "env_steps": int(rows[-1]["env_steps"]), "minutes": round(minutes, 1)}))  # fmt: skip
+    fig.suptitle("Training curves on 2 CPU cores (sampled actions, moving window)", fontsize=10)
+    fig.tight_layout()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
