@@ -34,7 +34,6 @@ COMMANDS = (
     "envs.commands",
     "envs.web.commands",
     "training.commands",
-    "policies.selfplay.commands",
     "serve.commands",
     "cluster.commands",
 )

@@ -64,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     v.add_argument("--json", action="store_true")
     v.set_defaults(arena_handler="training.commands:run_eval")
+    _register_crossplay(sub)
 
     d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
     d.add_argument("--timesteps", type=int, default=1_000_000)
@@ -244,5 +245,52 @@ def run_demo(args) -> int:
     console.print(
         f"run directory: {run}\n  config.yaml, metrics.csv, tb/ (tensorboard --logdir "
         f"{run / 'tb'}), checkpoints/, eval.json, {gif.name}"
+    )
+    return 0
+
+
+def _register_crossplay(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser(
+        "crossplay", help="play a self-play run's population members against each other (Elo)"
+    )
+    c.add_argument("run", help="a run directory of --algo selfplay")
+    c.add_argument("--games", type=int, default=100, help="games per pair of members")
+    c.add_argument("--num-envs", type=int, default=64)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(arena_handler="training.commands:run_crossplay")
+
+
+def run_crossplay(args) -> int:
+    from training.config import ConfigError
+    from training.crossplay import crossplay
+
+    if args.games < 2 or args.num_envs < 1:
+        raise ConfigError("--games must be >= 2 and --num-envs >= 1")
+    report = crossplay(args.run, args.games, args.num_envs, args.seed)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    k = report["members"]
+    table = Table(
+        "member",
+        "Elo (K 84)",
+        "Bradley-Terry",
+        *[f"vs {j}" for j in range(k)],
+        title=f"{report['env']}: win rate of row against column (draws apart)",
+    )
+    for i in range(k):
+        cells = ["-" if x is None else f"{x:.0%}" for x in report["win_rate"][i]]
+        table.add_row(
+            str(i), f"{report['elo'][i]:.0f}", f"{report['elo_bradley_terry'][i]:.0f}", *cells
+        )
+    Console().print(table)
+    last = report["latest_vs_first"]
+    print(
+        f"latest member vs first: {last['wins']} wins, {last['losses']} losses, {last['draws']} draws"
+        f"  ->  {report['path']}"
     )
     return 0

@@ -9,8 +9,9 @@ policy; when ``near``'s training win rate converges (VolleyBots' rule: mean of t
 iterations >= 0.9 with std <= 0.02, after at least ``min_iterations``) its weights join the
 population, their payoffs against every member are measured in ``payoff_games`` games each,
 and training continues from them against the new meta-strategy. Members live in the run
-directory (``population/``) and a resumed run keeps them; ``arena crossplay RUN`` plays the
-members against each other and writes win rates and Elo ratings.
+directory (``population/``) and a resumed run keeps them; ``arena crossplay RUN``
+(``training/crossplay.py``) plays the members against each other and writes win rates and Elo
+ratings.
 
 The serving team is drawn per episode (``random_serve``, unless the run sets it), so the
 trained side learns to serve and to receive; VolleyBots' near team always serves, and its
