@@ -21,9 +21,14 @@ def run(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("id", "agents", "observation", "action", "core")
+    # Ids are what users copy: never cut them; the other columns fold on a narrow terminal.
+    width = max(len(r["id"]) for r in rows)
+    table = Table(
+        Column("id", no_wrap=True, min_width=width),
+        *(Column(name, overflow="fold") for name in ("agents", "observation", "action", "core")),
+    )
     for r in rows:
         obs = sorted(set(r["observation_spaces"].values()))
         act = sorted(set(r["action_spaces"].values()))
