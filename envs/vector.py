@@ -379,4 +379,4 @@ class CoreEnv(ParallelEnv):
         return self._step.state[0]
 
     def close(self):
-        pass
+        """Nothing to release: the core holds only arrays (a face that renders overrides it)."""
