@@ -65,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--json", action="store_true")
     v.set_defaults(arena_handler="training.commands:run_eval")
     _register_crossplay(sub)
+    _register_hierarchy(sub)
 
     d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
     d.add_argument("--timesteps", type=int, default=1_000_000)
@@ -119,8 +120,7 @@ def run_train(args) -> int:
             raise ConfigError("train needs an ENV id (or a --config naming one, or --resume RUN)")
         if args.checkpoint:
             raise ConfigError("--checkpoint picks the checkpoint of --resume RUN")
-        cfg = load_yaml(args.config) if args.config else TrainConfig(env=args.env)
-        cfg.env = args.env or cfg.env
+        cfg = load_yaml(args.config, args.env) if args.config else TrainConfig(env=args.env)
         if args.algo is not None:
             cfg.set_algo(args.algo)
         for key in (
@@ -293,4 +293,57 @@ def run_crossplay(args) -> int:
         f"latest member vs first: {last['wins']} wins, {last['losses']} losses, {last['draws']} draws"
         f"  ->  {report['path']}"
     )
+    return 0
+
+
+def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
+    h = sub.add_parser(
+        "hierarchy",
+        help="play the hierarchical 3v3 volleyball team against flat self-play (win rate)",
+    )
+    h.add_argument("config", help="YAML naming the skill runs and the opponent run")
+    h.add_argument("--games", type=int, default=1000, help="points, one per world")
+    h.add_argument("--seed", type=int, default=0)
+    h.add_argument("--greedy", action="store_true", help="greedy actions (default: sampled)")
+    h.add_argument(
+        "--opponent",
+        choices=("flat", "hierarchy"),
+        default="flat",
+        help="flat: the self-play run's policy; hierarchy: a second hierarchical team",
+    )
+    h.add_argument("--render", metavar="OUT", help="draw world 0's point to a GIF or MP4")
+    h.add_argument("--out", metavar="JSON", help="also write the report here")
+    h.set_defaults(arena_handler="training.commands:run_hierarchy")
+
+
+def run_hierarchy(args) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from policies.hierarchy.team import TeamConfig, play_hierarchy
+    from training.checkpoints import write_atomic
+    from training.config import ConfigError
+
+    if args.games < 1:
+        raise ConfigError("--games must be >= 1")
+    try:
+        raw = yaml.safe_load(Path(args.config).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{args.config}: cannot read it ({e})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{args.config}: expected a mapping of run directories")
+    cfg = TeamConfig.from_dict(raw)
+    report = play_hierarchy(
+        cfg,
+        args.games,
+        seed=args.seed,
+        explore=not args.greedy,
+        render=args.render,
+        opponent=args.opponent,
+    )
+    text = json.dumps(report, indent=2)
+    if args.out:
+        write_atomic(Path(args.out), text + "\n")
+    print(text)
     return 0

@@ -136,7 +136,7 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         data = dict(data)
         if "env" not in data:
-            raise ConfigError("config has no 'env'")
+            raise ConfigError("config has no 'env' (give one in the file or as ENV)")
         cfg = cls(env=data.pop("env"))
         cfg.set_algo(data.pop("algo", cfg.algo))
         # Settings sit under the algorithm's name; runs before v2 kept PPO's under 'ppo'.
@@ -297,5 +297,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_yaml(path: str) -> TrainConfig:
-    return TrainConfig.from_dict(read_config_file(path))
+def load_yaml(path: str, env: str | None = None) -> TrainConfig:
+    """The config of a YAML file; ``env`` (the command line's ENV) replaces the file's."""
+    data = read_config_file(path)
+    if env:
+        data["env"] = env
+    return TrainConfig.from_dict(data)

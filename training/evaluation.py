@@ -90,17 +90,22 @@ def play(
         "episode_facts": {k: float(np.mean(v)) for k, v in facts.items()},
     }
     if render and frames:
-        import imageio.v2 as imageio
-
-        Path(render).parent.mkdir(parents=True, exist_ok=True)
-        fps = env.metadata.get("render_fps", 10)
-        frames = [np.asarray(f) for f in frames]
-        if Path(render).suffix.lower() == ".mp4":  # H.264 through imageio-ffmpeg's binary
-            imageio.mimsave(render, frames, fps=fps, macro_block_size=1)
-        else:
-            imageio.mimsave(render, frames, duration=1 / fps, loop=0)
-        summary["animation"] = str(render)
+        summary["animation"] = write_animation(frames, render, env.metadata.get("render_fps", 10))
     return summary
+
+
+def write_animation(frames: list, path: str | Path, fps: float) -> str:
+    """Writes RGB frames as an MP4 (H.264 through imageio-ffmpeg's binary) or, for any other
+    suffix, a looping GIF; returns the path."""
+    import imageio.v2 as imageio
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    frames = [np.asarray(f) for f in frames]
+    if Path(path).suffix.lower() == ".mp4":
+        imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
+    else:
+        imageio.mimsave(path, frames, duration=1 / fps, loop=0)
+    return str(path)
 
 
 def random_actor(env_id: str, env_args: dict, seed: int):

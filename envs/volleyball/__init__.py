@@ -1,4 +1,4 @@
-"""Drone volleyball on MuJoCo: VolleyBots' (thu-uav/VolleyBots, arXiv 2502.01932) ten tasks,
+"""Drone volleyball on MuJoCo: VolleyBots' (thu-uav/VolleyBots, arXiv 2502.01932) ten tasks and the hitting skills of its hierarchical 3v3 team,
 as batched cores (``envs.volleyball.core``) with PettingZoo faces."""
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ TASKS = {
     "1v1": ("Match1v1", "a point of 1v1 on a 6 x 3 m court"),
     "3v3": ("Match3v3", "a point of 3v3 on a 12 x 6 m court"),
     "6v6": ("Match6v6", "a point of 6v6 on an 18 x 9 m court"),
+    "serve": ("Serve", "3v3 skill: serve to a target (1 drone)"),
+    "pass": ("Pass", "3v3 skill: receive and pass to the setter (1 drone)"),
+    "set": ("Set", "3v3 skill: set the ball to the attacker (1 drone)"),
+    "attack": ("Attack", "3v3 skill: attack over the net to a target (1 drone)"),
 }
 
 

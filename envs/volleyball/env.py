@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envs.vector import CoreEnv
-from envs.volleyball import coop, drills, match
+from envs.volleyball import coop, drills, match, skills
 
 
 class VolleyballEnv(CoreEnv):
@@ -35,6 +35,10 @@ CORES = {
         match.Match1v1,
         match.Match3v3,
         match.Match6v6,
+        skills.Serve,
+        skills.Pass,
+        skills.Set,
+        skills.Attack,
     )
 }
 # The registry imports cores and faces by name: ``Hover`` and ``HoverEnv``, ...

@@ -35,6 +35,43 @@ CRASH_Z, LAND_Z, CLOSE = 0.3, 0.2, 0.8
 NET_BOX = 0.3  # 3 ball radii either side of the net plane
 
 
+class Contacts:
+    """VolleyBots' hit detection over B worlds of D drones (``rules.py``): a drone's hit is a
+    jump of the ball's velocity (dvz > 9.8 dt or |dv_xy| > 0.5) while the ball is, this step or
+    the last, inside its racket; the same drone's hits within ``HIT_GAP`` steps count once. The
+    same jump with the ball within 0.5 m of the drone but not in its racket is a body touch."""
+
+    def __init__(self, num_envs: int, drones: int):
+        self.last_hit = np.zeros((num_envs, drones), int)
+        self.racket_near = np.zeros((num_envs, drones), bool)
+        self.body_near = np.zeros((num_envs, drones), bool)
+        self.prev_ball_vel = np.zeros((num_envs, 3))
+
+    def reset(self, envs: np.ndarray) -> None:
+        self.last_hit[envs] = -100
+        self.racket_near[envs] = self.body_near[envs] = False
+        self.prev_ball_vel[envs] = 0.0
+
+    def update(self, w, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(racket_hit, body_touch) ``[B, D]`` of the step just taken by worlds ``w`` at
+        episode steps ``t [B]``."""
+        rel = w.ball_pos[:, None] - w.pos  # [B, D, 3]
+        up = quat_axes(w.quat)[..., 2, :]
+        along = np.einsum("bdk,bdk->bd", rel, up)
+        off_axis = np.linalg.norm(rel - along[..., None] * up, axis=-1)
+        in_racket = (along >= 0) & (along <= RACKET_HEIGHT) & (off_axis <= RACKET_RADIUS)
+        near = np.linalg.norm(rel, axis=-1) < BODY_RADIUS
+        dv = w.ball_vel - self.prev_ball_vel
+        jump = (dv[:, 2] > 9.8 * DT) | (np.linalg.norm(dv[:, :2], axis=-1) > 0.5)
+        self.prev_ball_vel = w.ball_vel.copy()
+        ready = t[:, None] - self.last_hit > HIT_GAP
+        racket = (in_racket | self.racket_near) & jump[:, None] & ready
+        body = (near | self.body_near) & jump[:, None] & ready & ~racket
+        self.racket_near, self.body_near = in_racket, near
+        self.last_hit = np.where(racket, t[:, None], self.last_hit)
+        return racket, body
+
+
 @dataclass
 class MatchOptions(VolleyballOptions):
     """Options of a match."""
@@ -74,10 +111,8 @@ class Match(VolleyballBatch):
         self.sign = np.where(self.far[:, None], [-1.0, -1.0, 1.0], 1.0)  # [D, 3] mirror
         self.anchor = self.ANCHORS[np.tile(np.arange(k), 2)] * self.sign
         B = num_envs
-        self.last_hit = np.zeros((B, D), int)
-        self.racket_near = np.zeros((B, D), bool)
-        self.body_near = np.zeros((B, D), bool)
-        self.prev_ball_vel = np.zeros((B, 3))
+        self.contacts = Contacts(B, D)
+        self.touches = np.zeros((B, D), bool)  # racket hits and body touches of the last step
         self.serving = np.zeros(B, int)
         self.hits = np.zeros(B, int)
 
@@ -105,9 +140,7 @@ class Match(VolleyballBatch):
         ball = pos[np.arange(n), server] + [0.0, 0.0, self.BALL_OFFSET]
         self.worlds.reset(envs, pos, quat, ball)
         self.serving[envs] = serving
-        self.last_hit[envs] = -100
-        self.racket_near[envs] = self.body_near[envs] = False
-        self.prev_ball_vel[envs] = 0.0
+        self.contacts.reset(envs)
         self.hits[envs] = 0
         self._start_possession(envs, serving, server)
 
@@ -115,25 +148,6 @@ class Match(VolleyballBatch):
         """Who may hit first (a subclass keeps its own turn state)."""
 
     # -- rules -------------------------------------------------------------------------------
-
-    def _contacts(self) -> tuple[np.ndarray, np.ndarray]:
-        """(racket_hit, body_touch) ``[B, D]`` of this step."""
-        w = self.worlds
-        rel = w.ball_pos[:, None] - w.pos  # [B, D, 3]
-        up = quat_axes(w.quat)[..., 2, :]
-        along = np.einsum("bdk,bdk->bd", rel, up)
-        off_axis = np.linalg.norm(rel - along[..., None] * up, axis=-1)
-        in_racket = (along >= 0) & (along <= RACKET_HEIGHT) & (off_axis <= RACKET_RADIUS)
-        near = np.linalg.norm(rel, axis=-1) < BODY_RADIUS
-        dv = w.ball_vel - self.prev_ball_vel
-        jump = (dv[:, 2] > 9.8 * DT) | (np.linalg.norm(dv[:, :2], axis=-1) > 0.5)
-        self.prev_ball_vel = w.ball_vel.copy()
-        ready = self.t[:, None] - self.last_hit > HIT_GAP
-        racket = (in_racket | self.racket_near) & jump[:, None] & ready
-        body = (near | self.body_near) & jump[:, None] & ready & ~racket
-        self.racket_near, self.body_near = in_racket, near
-        self.last_hit = np.where(racket, self.t[:, None], self.last_hit)
-        return racket, body
 
     def _faults(self, wrong_turn, body, blame) -> np.ndarray:
         """Faults ``[B, 2]`` of each side: a hit out of turn, a body touch, a drone in the
@@ -220,7 +234,8 @@ class Match1v1(Match):
 
     def _rules(self):
         w = self.worlds
-        racket, body = self._contacts()
+        racket, body = self.contacts.update(self.worlds, self.t)
+        self.touches = racket | body
         dist = np.linalg.norm(w.pos - w.ball_pos[:, None], axis=-1)
         closest = dist.argmin(1)
         # As VolleyBots: a racket hit is the turn's when the drone on turn is the closest to
@@ -322,7 +337,8 @@ class Match3v3(Match):
 
     def _rules(self):
         w = self.worlds
-        racket, body = self._contacts()
+        racket, body = self.contacts.update(self.worlds, self.t)
+        self.touches = racket | body
         true_hit = racket & ~self.already_hit
         wrong_turn = racket & self.already_hit
         self.already_hit |= racket

@@ -14,11 +14,12 @@ from envs.volleyball.scene import NET_HEIGHT, Layout, model, xml
 TASKS = [i for i in envs.ids("volleyball")]
 
 
-def test_all_ten_tasks_are_registered():
+def test_all_ten_tasks_and_the_skills_are_registered():
     names = {i.split("/")[1].rsplit("-", 1)[0] for i in TASKS}
     assert names == {
         "hover", "back_and_forth", "hit_ball", "solo_bump", "bump_and_pass",
         "set_and_spike_easy", "set_and_spike_hard", "1v1", "3v3", "6v6",
+        "serve", "pass", "set", "attack",
     }  # fmt: skip
 
 
@@ -137,6 +138,7 @@ def test_court_and_net_sizes():
 SIZES = {
     "hover": 26, "back_and_forth": 26, "hit_ball": 32, "solo_bump": 32, "bump_and_pass": 43,
     "set_and_spike_easy": 40, "set_and_spike_hard": 40, "1v1": 37, "3v3": 57, "6v6": 78,
+    "serve": 33, "pass": 33, "set": 33, "attack": 33,
 }  # fmt: skip
 
 

@@ -1,0 +1,169 @@
+"""The hierarchical 3v3 team: VolleyBots' rule machine (states moved by hit events, the skill
+and target table) and the team flying a ``Match3v3`` core through its skill policies."""
+
+import numpy as np
+import pytest
+import torch
+
+from policies import algorithm
+from policies.hierarchy import rules
+from policies.hierarchy.rules import ATTACKER, RECEIVER, SETTER, RuleMachine
+
+NONE = np.zeros((1, 3), bool)
+
+
+def _touch(role):
+    t = NONE.copy()
+    t[0, role] = True
+    return t
+
+
+def _machine(serving, rally=True):
+    m = RuleMachine(1, rally=rally, seed=0)
+    m.reset(np.array([0]), np.array([serving]))
+    return m
+
+
+def test_a_serve_then_the_wait():
+    m = _machine(True)
+    skill, target = m.decide()
+    assert m.state[0] == rules.SERVING
+    assert skill[0].tolist() == [rules.GOTO, rules.GOTO, rules.SERVE]
+    np.testing.assert_allclose(target[0, RECEIVER], m.serve_target[0])
+    np.testing.assert_allclose(target[0, SETTER], rules.SETTER_POINT)
+    m.update(_touch(RECEIVER), np.array([False]))
+    assert m.state[0] == rules.SERVED
+    assert m.decide()[0][0].tolist() == [rules.GOTO] * 3
+
+
+def test_receive_set_attack_follow_the_hits():
+    m = _machine(False)
+    assert m.state[0] == rules.WAIT
+    m.update(NONE, np.array([False]))
+    assert m.state[0] == rules.WAIT  # nothing happened
+    m.update(NONE, np.array([True]))  # the other team served
+    skill, target = m.decide()
+    assert skill[0, RECEIVER] == rules.PASS
+    np.testing.assert_allclose(target[0, RECEIVER], rules.PASS_TARGET)
+    m.update(_touch(SETTER), np.array([False]))  # not the receiver: no change
+    assert m.state[0] == rules.PASSING
+    m.update(_touch(RECEIVER), np.array([False]))
+    skill, target = m.decide()
+    assert skill[0].tolist() == [rules.SET, rules.GOTO, rules.GOTO]
+    np.testing.assert_allclose(target[0, SETTER], rules.SET_TARGET)
+    m.update(_touch(SETTER), np.array([False]))
+    skill, target = m.decide()
+    assert skill[0, ATTACKER] == rules.ATTACK
+    assert target[0, ATTACKER, 0] == -5.0 and abs(target[0, ATTACKER, 1]) == 2.0
+    m.update(_touch(ATTACKER), np.array([False]))
+    assert m.state[0] == rules.ATTACKED
+
+
+def test_transitions_chain_within_one_step():
+    """VolleyBots checks them in order, so the other team's touch and the receiver's in one
+    step take the machine from waiting to setting."""
+    m = _machine(False)
+    m.update(_touch(RECEIVER), np.array([True]))
+    assert m.state[0] == rules.SETTING
+
+
+@pytest.mark.parametrize("rally", [True, False])
+def test_a_returned_ball_is_played_only_with_rally(rally):
+    m = _machine(True, rally)
+    m.update(_touch(RECEIVER), np.array([False]))
+    m.update(NONE, np.array([True]))
+    assert m.state[0] == (rules.PASSING if rally else rules.SERVED)
+
+
+def _skills():
+    from policies.inference import ModulePolicy
+
+    info = algorithm.get("ippo")
+    torch.manual_seed(0)
+    out = {}
+    for name, env in (
+        ("goto", "hover"), ("serve", "serve"), ("pass", "pass"), ("set", "set"),
+        ("attack", "attack"),
+    ):  # fmt: skip
+        specs = info.modules(f"volleyball/{env}-v0", info.settings()).rl_module_specs
+        out[name] = ModulePolicy(next(iter(specs.values())).build())
+    return out
+
+
+def test_teams_on_both_sides_fly_the_skills_the_machine_picks():
+    import envs
+    from policies.hierarchy.team import HierarchicalTeam
+
+    core = envs.make_vector("volleyball/3v3-v0", 6, seed=0, random_serve=True)
+    step = core.reset()
+    skills = _skills()
+    teams = [HierarchicalTeam(core, side, skills) for side in (0, 1)]
+    for t in teams:
+        t.begin(np.arange(6))
+    assert set(core.serving) == {0, 1}
+    for _ in range(5):
+        actions = {name: t.act() for name, t in zip(("near", "far"), teams, strict=True)}
+        for t in teams:
+            serves = t.skill[:, RECEIVER] == rules.SERVE
+            np.testing.assert_array_equal(serves, core.serving == t.side)
+        assert all(a.shape == (6, 3, 4) and np.isfinite(a).all() for a in actions.values())
+        step = core.step(actions)
+        for t in teams:
+            t.observe_touches()
+    assert step.obs["near"].shape == (6, 3, 57)
+
+
+def test_far_team_sees_its_skills_mirrored():
+    """The far team's receiver, mirrored, sees the same skill observation as the near one's
+    in the mirror-image world."""
+    import envs
+    from envs.volleyball.skills import skill_observation
+
+    core = envs.make_vector("volleyball/3v3-v0", 1, seed=0, start_noise=0.0)
+    core.reset()
+    w = core.worlds
+    state = core.drone_state(core.far)
+    target = np.array([[-5.0, 2.0, 0.0]])  # own frame
+    near = skill_observation(
+        state[:, [2]],
+        w.pos[:, [2]],
+        w.ball_pos,
+        w.ball_vel,
+        target[None],
+        np.zeros((1, 1)),
+        core.sign[[2]],
+    )
+    # the same world seen by the far receiver: the ball moved to the mirror point
+    ball = w.ball_pos * [-1, -1, 1]
+    far = skill_observation(
+        state[:, [5]],
+        w.pos[:, [5]],
+        ball,
+        w.ball_vel * [-1, -1, 1],
+        target[None] * [-1, -1, 1],
+        np.zeros((1, 1)),
+        core.sign[[5]],
+    )
+    np.testing.assert_allclose(near, far, atol=1e-5)
+
+
+def test_team_config_names_what_is_missing():
+    from policies.hierarchy.team import TeamConfig
+    from training.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"missing \['attack'.*unknown \['atack'\]"):
+        TeamConfig.from_dict(
+            {"hover": "a", "serve": "b", "pass": "c", "set": "d", "atack": "e", "opponent": "f"}
+        )
+    cfg = TeamConfig.from_dict(
+        {"hover": "a", "serve": "b", "pass": "c", "set": "d", "attack": "e", "opponent": "f"}
+    )
+    assert cfg.runs()["pass"] == "c" and cfg.rally
+
+
+def test_wilson_interval():
+    from policies.hierarchy.team import wilson
+
+    low, high = wilson(695, 1000)
+    assert low == pytest.approx(0.6658, abs=1e-3) and high == pytest.approx(0.7227, abs=1e-3)
+    assert wilson(0, 10)[0] == 0.0
