@@ -19,8 +19,8 @@ whether it has hit the ball (1, 0 before). Hits are VolleyBots' (:class:`match.C
 second hit or a body touch ends the drill as a fault, as it loses the point in a match.
 
 Rewards: 5 for the hit; 0.5 / (1 + distance to the ball) every step before it; at the end 10
-x max(0, 1 - e / r) with e the distance from the target where the ball comes down (``pass``,
-``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 4 m and 5
+/ (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
+``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 3 m and 5
 more for landing inside the other half; r = 2 m else); -10 for a miss, a fault, the ball in
 the net or out, the drone below 0.4 m, above 5 m or across the net. Facts: ``hit`` and
 ``success`` (the ball down within 1 m of the target; serve and attack: inside the other half).
@@ -165,9 +165,7 @@ class SkillDrill(VolleyballBatch):
         terms = {
             "hit": 5.0 * first,
             "ball_distance": np.where(self.touched, 0.0, 0.5 / (1 + dist)),
-            "placement": np.where(
-                down, 10.0 * np.maximum(0.0, 1 - error / self.RADIUS) + bonus, 0.0
-            ),
+            "placement": np.where(down, 10.0 / (1 + np.square(error / self.RADIUS)) + bonus, 0.0),
             "fault": -10.0 * bad,
         }
         terminated = bad | down
@@ -179,7 +177,7 @@ class Serve(SkillDrill):
     """Serve from the server's anchor (6, 0, 2), the ball 3 m above, over the net to a target
     at x in [-5.5, -3], y in [-2, 2] (VolleyBots' team draws x in [-6, -4.2])."""
 
-    OVER_NET, RADIUS = True, 4.0
+    OVER_NET, RADIUS = True, 3.0
     MAX_STEPS = 300
 
     def _place(self, n):
@@ -215,7 +213,7 @@ class Attack(SkillDrill):
     """Attack a set ball from the attacker's point over the net to a target in the other
     half (VolleyBots' team aims at (-5, -2) or (-5, 2))."""
 
-    OVER_NET, RADIUS = True, 4.0
+    OVER_NET, RADIUS = True, 3.0
 
     def _place(self, n):
         pos = self._uniform([1.5, 0.5, 2.0], [2.5, 2.0, 2.6], n)

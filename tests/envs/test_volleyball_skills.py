@@ -105,7 +105,7 @@ def test_pass_coming_down_at_the_setter_succeeds_and_one_across_the_net_fails():
     step = _until_end(core)
     assert step.info["success"][0] == 1
     assert core.reward_terms["placement"][0, 0] == pytest.approx(
-        10 * (1 - np.linalg.norm(core.worlds.ball_pos[0, :2] - [2.0, -2.0]) / 2), abs=1e-6
+        10 / (1 + (np.linalg.norm(core.worlds.ball_pos[0, :2] - [2.0, -2.0]) / 2) ** 2), abs=1e-6
     )
     core.reset()
     core.touched[0] = True
