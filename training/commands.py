@@ -301,7 +301,19 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
         "hierarchy",
         help="play the hierarchical 3v3 volleyball team against flat self-play (win rate)",
     )
-    h.add_argument("config", help="YAML naming the skill runs and the opponent run")
+    h.add_argument(
+        "config",
+        nargs="?",
+        help="YAML naming the skill runs and the opponent run (default: the team that ships "
+        "with Arena, envs/volleyball/assets/team)",
+    )
+    h.add_argument("--export", metavar="DIR", help="copy the team's weights into DIR instead")
+    h.add_argument(
+        "--high-level",
+        metavar="RUN",
+        help="a run of volleyball/3v3_high-v0: its learned high level instead of the rule "
+        "machine (its team and opponent are the run's)",
+    )
     h.add_argument("--games", type=int, default=1000, help="points, one per world")
     h.add_argument("--seed", type=int, default=0)
     h.add_argument("--greedy", action="store_true", help="greedy actions (default: sampled)")
@@ -319,21 +331,32 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
 def run_hierarchy(args) -> int:
     from pathlib import Path
 
-    import yaml
-
-    from policies.hierarchy.team import TeamConfig, play_hierarchy
-    from training.checkpoints import write_atomic
+    from policies.hierarchy.team import (
+        BUNDLE,
+        TeamConfig,
+        export_team,
+        play_hierarchy,
+        play_high_level,
+    )
     from training.config import ConfigError
 
     if args.games < 1:
         raise ConfigError("--games must be >= 1")
-    try:
-        raw = yaml.safe_load(Path(args.config).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"{args.config}: cannot read it ({e})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{args.config}: expected a mapping of run directories")
-    cfg = TeamConfig.from_dict(raw)
+    if args.high_level:
+        if args.config or args.export or args.render or args.opponent != "flat":
+            raise ConfigError(
+                "--high-level RUN plays the run's own team against its opponent: give no "
+                "CONFIG, --export, --render or --opponent with it"
+            )
+        report = play_high_level(
+            args.high_level, args.games, seed=args.seed, explore=not args.greedy
+        )
+        return _print_report(report, args.out)
+    path = Path(args.config) if args.config else BUNDLE / "team.yaml"
+    cfg = TeamConfig.from_file(path)
+    if args.export:
+        print(f"team: {export_team(cfg, args.export)}")
+        return 0
     report = play_hierarchy(
         cfg,
         args.games,
@@ -342,8 +365,16 @@ def run_hierarchy(args) -> int:
         render=args.render,
         opponent=args.opponent,
     )
+    return _print_report(report, args.out)
+
+
+def _print_report(report: dict, out: str | None) -> int:
+    from pathlib import Path
+
+    from training.checkpoints import write_atomic
+
     text = json.dumps(report, indent=2)
-    if args.out:
-        write_atomic(Path(args.out), text + "\n")
+    if out:
+        write_atomic(Path(out), text + "\n")
     print(text)
     return 0

@@ -52,19 +52,40 @@ class TeamConfig:
     opponent: str
     rally: bool = True
 
+    KEYS = ("hover", "serve", "pass", "set", "attack", "opponent")
+
     @classmethod
-    def from_dict(cls, d: dict) -> TeamConfig:
+    def from_dict(cls, d: dict, root: str | Path = ".") -> TeamConfig:
+        """From YAML keys; relative run paths are taken from ``root``."""
         from training.config import ConfigError
 
-        need = ("hover", "serve", "pass", "set", "attack", "opponent")
-        missing = [k for k in need if k not in d]
-        unknown = sorted(set(d) - set(need) - {"rally"})
+        missing = [k for k in cls.KEYS if k not in d]
+        unknown = sorted(set(d) - set(cls.KEYS) - {"rally", "root"})
         if missing or unknown:
             raise ConfigError(
                 f"hierarchy config: missing {missing} and unknown {unknown}; it takes the run "
-                f"directories {list(need)} and rally (true/false)"
+                f"directories {list(cls.KEYS)}, root (where relative ones are) and rally"
             )
-        return cls(*(str(d[k]) for k in need), rally=bool(d.get("rally", True)))
+        base = Path(root) / str(d.get("root", "."))
+        runs = [str(base / str(d[k])) for k in cls.KEYS]
+        return cls(*runs, rally=bool(d.get("rally", True)))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TeamConfig:
+        """A YAML file; with ``root`` its relative paths are from the file's folder, else
+        from the working directory."""
+        import yaml
+
+        from training.config import ConfigError
+
+        path = Path(path)
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{path}: cannot read it ({e})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a mapping of run directories")
+        return cls.from_dict(raw, path.parent if "root" in raw else ".")
 
     def runs(self) -> dict[str, str]:
         return {
@@ -76,57 +97,103 @@ class TeamConfig:
         }
 
 
+BUNDLE = Path(__file__).resolve().parents[2] / "envs" / "volleyball" / "assets" / "team"
+"""The trained team that ships with Arena (:func:`export_team` of the runs in
+docs/volleyball.md): ``arena hierarchy`` plays it when given no config."""
+
+
+def export_team(cfg: TeamConfig, out: str | Path) -> Path:
+    """Copies the newest weights of ``cfg``'s runs (the modules the team uses, nothing
+    pickled) with their run configs into ``out``, a folder of small run directories and a
+    ``team.yaml`` naming them; returns that file."""
+    import json
+    import shutil
+    import tempfile
+
+    import yaml
+
+    from policies.inference import WEIGHTS_DIR
+    from training.checkpoints import checkpoint_meta, file_digests, latest_checkpoint
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
+    load_skills(cfg)  # every skill loads before anything is written
+    sources = {**cfg.runs(), "opponent": cfg.opponent}
+    for name, run in sources.items():
+        run = Path(run)
+        ckpt = latest_checkpoint(run)
+        meta = checkpoint_meta(ckpt)
+        module = "near" if name == "opponent" else only_module_id(run)
+        dest = tmp / name / "checkpoints" / ckpt.name
+        (dest / WEIGHTS_DIR).mkdir(parents=True)
+        shutil.copy2(ckpt / WEIGHTS_DIR / f"{module}.pt", dest / WEIGHTS_DIR / f"{module}.pt")
+        shutil.copy2(run / "config.yaml", tmp / name / "config.yaml")
+        (tmp / name / "checkpoints" / "latest").write_text(ckpt.name)
+        keep = {"iteration": meta["iteration"], "env_steps": meta["env_steps"], "from": str(run)}
+        (dest / "arena.json").write_text(
+            json.dumps({**keep, "files": file_digests(dest)}, indent=1)
+        )
+    team = {"root": ".", **{k: k for k in TeamConfig.KEYS}, "rally": cfg.rally}
+    (tmp / "team.yaml").write_text(yaml.safe_dump(team, sort_keys=False))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out / "team.yaml"
+
+
+def only_module_id(run: Path) -> str:
+    from training.evaluation import module_specs
+
+    return next(iter(module_specs(run).rl_module_specs))
+
+
 def only_module(run: str | Path, module: str | None = None):
-    """The :class:`policies.inference.ModulePolicy` of ``run``'s newest checkpoint: its one
-    module, or ``module``."""
-    from training.checkpoints import RunError
-    from training.evaluation import load_policy
+    """The :class:`policies.inference.ModulePolicy` of one module (``module``, or the run's
+    only one) from ``run``'s newest checkpoint; nothing else of the run is loaded."""
+    from policies.inference import WEIGHTS_DIR, ModulePolicy, WeightsError, module_from_weights
+    from training.checkpoints import RunError, latest_checkpoint, verify_weights
+    from training.evaluation import module_specs
 
-    policy = load_policy(run)
+    run = Path(run)
+    ckpt = latest_checkpoint(run)
+    verify_weights(ckpt)
+    specs = module_specs(run).rl_module_specs
     if module is None:
-        if len(policy.modules) != 1:
-            raise RunError(f"{run}: {len(policy.modules)} modules; a skill run has one")
-        module = next(iter(policy.modules))
-    if module not in policy.modules:
-        raise RunError(f"{run}: no module {module!r} (it has {sorted(policy.modules)})")
-    return policy.modules[module]
+        if len(specs) != 1:
+            raise RunError(f"{run}: {len(specs)} modules; a skill run has one")
+        module = next(iter(specs))
+    if module not in specs:
+        raise RunError(f"{run}: no module {module!r} (it has {sorted(specs)})")
+    try:
+        return ModulePolicy(module_from_weights(specs[module], ckpt / WEIGHTS_DIR / f"{module}.pt"))
+    except WeightsError as e:
+        raise RunError(str(e)) from None
 
 
-class HierarchicalTeam:
-    """One team (``side`` 0 near, 1 far) of a ``Match3v3`` core, driven by the rule machine.
+class SkillTeam:
+    """The three drones of one team (``side`` 0 near, 1 far) of a ``Match3v3`` core flying
+    the skills a high level picks.
 
     Args:
         core: the 3v3 core (``envs.volleyball.match.Match3v3``).
         side: 0 or 1.
         skills: ``goto``/``serve``/``pass``/``set``/``attack`` -> ModulePolicy.
-        rally: see :class:`RuleMachine`.
     """
 
-    def __init__(self, core, side: int, skills: dict, rally: bool = True, seed: int = 0):
+    def __init__(self, core, side: int, skills: dict):
         self.core, self.side = core, side
         self.members = np.flatnonzero(core.team == side)  # drone indices, by role
         self.sign = core.sign[self.members]  # [3, 3]: world <-> own frame
         self.skills = skills
-        self.machine = RuleMachine(core.num_envs, rally, seed)
         self.skill = np.zeros((core.num_envs, 3), int)
 
-    def begin(self, envs: np.ndarray) -> None:
-        """New points in worlds ``envs`` (after a reset or an auto-reset)."""
-        self.machine.reset(envs, self.core.serving[envs] == self.side)
-
-    def observe_touches(self) -> None:
-        """Feeds the last step's touches (racket or body) to the rule machine."""
-        touches = self.core.touches
-        mine = touches[:, self.members]
-        theirs = touches[:, self.core.team != self.side].any(1)
-        self.machine.update(mine, theirs)
-
-    def act(self, explore: bool = True) -> np.ndarray:
-        """Rotor commands ``[B, 3, 4]`` for the team's drones."""
+    def fly(self, skill: np.ndarray, target: np.ndarray, explore: bool = True) -> np.ndarray:
+        """Rotor commands ``[B, 3, 4]`` for skills ``[B, 3]`` (``rules.SKILLS``) with targets
+        ``[B, 3, 3]`` in the team's own frame."""
         from envs.volleyball.skills import skill_observation
 
         core, w, m = self.core, self.core.worlds, self.members
-        skill, target = self.machine.decide()
         self.skill = skill
         target = target * self.sign  # own frame -> world
         state = core.drone_state(core.far)[:, m]  # mirrored for the far side
@@ -178,11 +245,11 @@ def play_hierarchy(
     drawn to that GIF or MP4."""
     import torch
 
-    import envs
+    from envs.volleyball.match import Match3v3
 
     torch.manual_seed(seed)
     skills = load_skills(cfg)
-    core = envs.make_vector("volleyball/3v3-v0", games, seed=seed, random_serve=True)
+    core = Match3v3(games, seed, auto_reset=False, random_serve=True)
     step = core.reset()
     near = HierarchicalTeam(core, 0, skills, cfg.rally, seed)
     near.begin(np.arange(games))
@@ -194,12 +261,11 @@ def play_hierarchy(
         far.begin(np.arange(games))
     else:
         raise ValueError(f"opponent must be 'flat' or 'hierarchy', got {opponent!r}")
-    result = np.full(games, np.nan)
-    steps = np.zeros(games, int)
+    points = Points(core)
     used = np.zeros((len(SKILLS),), int)
     frames = []
-    for _ in range(core.max_steps):
-        if render and np.isnan(result[0]):  # world 0's point
+    while points.live.any() and core.t.max() < core.max_steps:
+        if render and points.live[0]:  # world 0's point
             from envs.volleyball.render import frame
 
             frames.append(frame(core, 0))
@@ -212,33 +278,19 @@ def play_hierarchy(
             actions["far"] = act.reshape(B, k, -1)
         else:
             actions["far"] = far.act(explore)
-        live = np.isnan(result)
-        used += np.bincount(near.skill[live].ravel(), minlength=len(SKILLS))
+        used += np.bincount(near.skill[points.live].ravel(), minlength=len(SKILLS))
         step = core.step(actions)
         near.observe_touches()
         if far is not None:
             far.observe_touches()
-        ended = (step.terminated | step.truncated) & live
-        steps[live] += 1
-        if ended.any():
-            result[ended] = step.info["result"][ended]
-        if not np.isnan(result).any():
-            break
-    result = np.nan_to_num(result, nan=0.0)
-    wins, losses = int((result > 0).sum()), int((result < 0).sum())
-    draws = games - wins - losses
-    low, high = wilson(wins, games)
+        points.record(step)
     report = {
         "games": games,
+        "high_level": "rules",
         "opponent": opponent if far is not None else str(cfg.opponent),
         "rally": cfg.rally,
         "explore": explore,
-        "wins": wins,
-        "losses": losses,
-        "draws_or_undecided": draws,
-        "win_rate": wins / games,
-        "win_rate_ci95": [round(low, 4), round(high, 4)],
-        "mean_point_steps": float(steps.mean()),
+        **points.report(),
         "skill_share": dict(
             zip(SKILLS, np.round(used / max(used.sum(), 1), 4).tolist(), strict=True)
         ),
@@ -250,6 +302,111 @@ def play_hierarchy(
     return report
 
 
+def play_high_level(
+    run: str | Path, games: int = 1000, *, seed: int = 0, explore: bool = True
+) -> dict:
+    """``games`` points of a learned high level (a run of ``volleyball/3v3_high-v0``) flying
+    its team's skills against the team's flat opponent, with :func:`play_hierarchy`'s
+    protocol."""
+    import torch
+
+    from envs.volleyball.high_level import HighLevel3v3
+    from training.checkpoints import load_config
+    from training.evaluation import load_policy
+
+    run = Path(run)
+    cfg = load_config(run)
+    if cfg.env != "volleyball/3v3_high-v0":
+        from training.checkpoints import RunError
+
+        raise RunError(
+            f"{run} trained {cfg.env}; a learned high level is a run of volleyball/3v3_high-v0"
+        )
+    torch.manual_seed(seed)
+    policy = load_policy(run)
+    module = policy.modules[policy.module_of["near_0"]]
+    env = HighLevel3v3(games, seed, auto_reset=False, **cfg.env_args)
+    step = env.reset()
+    points = Points(env.core)
+    chosen = np.zeros(len(env.CHOICES), int)
+    for _ in range(env.max_steps + 1):
+        if not points.live.any():
+            break
+        obs, mask = step.obs["near"], step.action_mask["near"]
+        rows = module.spec.pack(
+            obs.reshape(games * 3, -1), mask.reshape(games * 3, -1), None, [0, 1, 2] * games
+        )
+        act, _ = module.act_rows(rows, explore)
+        act = act.reshape(games, 3)
+        chosen += np.bincount(act[points.live].ravel(), minlength=len(chosen))
+        step = env.step({"near": act})
+        points.record(step)
+    return {
+        "games": games,
+        "high_level": str(run),
+        "opponent": str(env.team_config.opponent),
+        "explore": explore,
+        **points.report(),
+        "option_share": dict(
+            zip(env.CHOICES, np.round(chosen / max(chosen.sum(), 1), 4).tolist(), strict=True)
+        ),
+    }
+
+
+class Points:
+    """The first point of each world of a ``Match3v3`` core (``auto_reset=False``): its result
+    and, for one that nobody won, why it ended (read from the worlds when the step that ended
+    it returns: a high-level step may have stepped them a few times more)."""
+
+    def __init__(self, core):
+        self.core = core
+        self.result = np.full(core.num_envs, np.nan)
+        self.why = np.full(core.num_envs, "", object)
+        self.steps = np.zeros(core.num_envs, int)
+
+    @property
+    def live(self) -> np.ndarray:
+        return np.isnan(self.result)
+
+    def record(self, step) -> None:
+        from envs.volleyball.match import CRASH_Z
+
+        live = self.live
+        self.steps[live] += 1
+        ended = (step.terminated | step.truncated) & live
+        if not ended.any():
+            return
+        core = self.core
+        self.result[ended] = step.info["result"][ended]
+        crashed = core.worlds.pos[..., 2] < CRASH_Z
+        close = core._too_close()
+        for k, side in enumerate(("near", "far")):
+            mine = core.team == k
+            for name, flag in (("crash", crashed), ("too_close", close)):
+                hit = ended & flag[:, mine].any(1) & (self.result == 0) & (self.why == "")
+                self.why[hit] = f"{name}_{side}"
+        self.why[ended & (self.result == 0) & (self.why == "") & step.truncated] = "time"
+        self.why[ended & (self.result == 0) & (self.why == "")] = "both_faulted"
+
+    def report(self) -> dict:
+        result = np.nan_to_num(self.result, nan=0.0)
+        games = len(result)
+        wins, losses = int((result > 0).sum()), int((result < 0).sum())
+        low, high = wilson(wins, games)
+        reasons, counts = np.unique(self.why[result == 0].astype(str), return_counts=True)
+        return {
+            "wins": wins,
+            "losses": losses,
+            "undecided": games - wins - losses,
+            "undecided_by": {
+                str(r) or "unfinished": int(c) for r, c in zip(reasons, counts, strict=True)
+            },
+            "win_rate": wins / games,
+            "win_rate_ci95": [round(low, 4), round(high, 4)],
+            "mean_point_steps": float(self.steps.mean()),
+        }
+
+
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion."""
     if n == 0:
@@ -258,3 +415,26 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+
+
+class HierarchicalTeam(SkillTeam):
+    """A :class:`SkillTeam` driven by VolleyBots' rule machine (:class:`RuleMachine`)."""
+
+    def __init__(self, core, side: int, skills: dict, rally: bool = True, seed: int = 0):
+        super().__init__(core, side, skills)
+        self.machine = RuleMachine(core.num_envs, rally, seed)
+
+    def begin(self, envs: np.ndarray) -> None:
+        """New points in worlds ``envs`` (after a reset or an auto-reset)."""
+        self.machine.reset(envs, self.core.serving[envs] == self.side)
+
+    def observe_touches(self) -> None:
+        """Feeds the last step's touches (racket or body) to the rule machine."""
+        touches = self.core.touches
+        mine = touches[:, self.members]
+        theirs = touches[:, self.core.team != self.side].any(1)
+        self.machine.update(mine, theirs)
+
+    def act(self, explore: bool = True) -> np.ndarray:
+        """Rotor commands ``[B, 3, 4]`` for the team's drones."""
+        return self.fly(*self.machine.decide(), explore)
