@@ -18,7 +18,9 @@ hierarchical team alike: the drone state (23), ball - drone, ball velocity, targ
 whether it has hit the ball (1, 0 before). Hits are VolleyBots' (:class:`match.Contacts`): a
 second hit or a body touch ends the drill as a fault, as it loses the point in a match.
 
-Rewards: 5 for the hit; 0.5 / (1 + distance to the ball) every step before it; at the end 10
+Rewards: 10 for the hit; every step before it 0.2 / (1 + (2 g)^2), g the distance in x and y
+from the drone to where the ball will come down to 0.1 m above it (a signal of where to be long
+before the ball is near, which a distance to the ball is not); at the end 10
 / (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
 ``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 3 m and 5
 more for landing inside the other half; r = 2 m else); -10 for a miss, a fault, the ball in
@@ -62,6 +64,16 @@ def launch(start: np.ndarray, end: np.ndarray, seconds: np.ndarray) -> np.ndarra
     v = (end - start) / seconds[:, None]
     v[:, 2] += 0.5 * GRAVITY * seconds
     return v
+
+
+def intercept(ball: np.ndarray, vel: np.ndarray, height: np.ndarray) -> np.ndarray:
+    """Where (x, y) balls ``[B, 3]`` moving at ``vel`` will fall through ``height [B]``; a ball
+    below it (or never reaching it) is taken where it is."""
+    dz = ball[:, 2] - height
+    disc = vel[:, 2] ** 2 + 2 * GRAVITY * dz
+    t = (vel[:, 2] + np.sqrt(np.maximum(disc, 0.0))) / GRAVITY  # the later root: on the way down
+    t = np.where((dz > 0) & (disc >= 0), t, 0.0)
+    return ball[:, :2] + vel[:, :2] * t[:, None]
 
 
 class SkillDrill(VolleyballBatch):
@@ -161,10 +173,10 @@ class SkillDrill(VolleyballBatch):
         bad = (
             drone_bad | fault | missed | (in_net & self.touched) | (down & ~success & self.OVER_NET)
         )
-        dist = np.linalg.norm(ball - pos, axis=-1)
+        gap = np.linalg.norm(intercept(ball, vel, pos[:, 2] + 0.1) - pos[:, :2], axis=-1)
         terms = {
-            "hit": 5.0 * first,
-            "ball_distance": np.where(self.touched, 0.0, 0.5 / (1 + dist)),
+            "hit": 10.0 * first,
+            "intercept": np.where(self.touched, 0.0, 0.2 / (1 + np.square(2 * gap))),
             "placement": np.where(down, 10.0 / (1 + np.square(error / self.RADIUS)) + bonus, 0.0),
             "fault": -10.0 * bad,
         }

@@ -144,3 +144,14 @@ def test_the_rule_machines_targets_lie_in_the_drills_ranges(cls):
         skills.Attack: machine.attack_target,
     }[cls]
     assert (asked >= low - 0.05).all() and (asked <= high + 0.05).all(), (asked, low, high)
+
+
+def test_intercept_is_where_the_ball_falls_through_the_height():
+    start = np.array([[-3.0, 1.0, 3.0]])
+    end = np.array([[4.0, -0.5, 2.1]])
+    vel = skills.launch(start, end, np.array([1.4]))
+    np.testing.assert_allclose(skills.intercept(start, vel, np.array([2.1])), end[:, :2], atol=1e-9)
+    below = skills.intercept(
+        np.array([[1.0, 2.0, 1.0]]), np.array([[3.0, 0.0, -1.0]]), np.array([2.0])
+    )
+    np.testing.assert_allclose(below, [[1.0, 2.0]])
