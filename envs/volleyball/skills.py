@@ -20,7 +20,10 @@ second hit or a body touch ends the drill as a fault, as it loses the point in a
 
 Rewards: 10 for the hit; every step before it 0.2 / (1 + (2 g)^2), g the distance in x and y
 from the drone to where the ball will come down to 0.1 m above it (a signal of where to be long
-before the ball is near, which a distance to the ball is not); at the end 10
+before the ball is near, which a distance to the ball is not); ``serve`` and ``attack``, at the
+hit, 10 / (1 + (e / r)^2) with e the distance from the target of where the ball's free flight
+will land, 0 if it flies into the net (VolleyBots' serve and attack drills pay the ball's
+closeness to the target every step of the flight instead); at the end 10
 / (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
 ``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 3 m and 5
 more for landing inside the other half; r = 2 m else); -10 for a miss, a fault, the ball in
@@ -84,6 +87,7 @@ class SkillDrill(VolleyballBatch):
     MAX_STEPS = 250
     OVER_NET = False  # the ball must cross the net and land (serve, attack)
     RADIUS = 2.0
+    AIM = 0.0  # weight of the aim at the hit (serve, attack)
 
     def layout(self) -> Layout:
         return Layout(1, court=COURT)
@@ -127,6 +131,17 @@ class SkillDrill(VolleyballBatch):
             t[low] += 0.15  # a higher arc
             vel[low] = launch(start[low], end[low], t[low])
         return start, vel
+
+    def _aim(self, ball: np.ndarray, vel: np.ndarray) -> np.ndarray:
+        """How well a ball just hit flies: 1 / (1 + (e / r)^2), e the distance from the target
+        of where its free flight comes down (exact: the ball has no drag), 0 for a flight into
+        the net."""
+        down = intercept(ball, vel, np.maximum(self.target[:, 2], LAND_Z))
+        error = np.linalg.norm(down - self.target[:, :2], axis=-1)
+        toward = vel[:, 0] < 0
+        t = np.where(toward, ball[:, 0] / np.where(toward, -vel[:, 0], 1.0), 0.0)  # to x = 0
+        clears = toward & (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2 > NET_HEIGHT + 0.1)
+        return np.where(clears, 1.0 / (1 + np.square(error / self.RADIUS)), 0.0)
 
     def _observe(self):
         w = self.worlds
@@ -176,6 +191,7 @@ class SkillDrill(VolleyballBatch):
         gap = np.linalg.norm(intercept(ball, vel, pos[:, 2] + 0.1) - pos[:, :2], axis=-1)
         terms = {
             "hit": 10.0 * first,
+            "aim": np.where(first, self.AIM * self._aim(ball, vel), 0.0),
             "intercept": np.where(self.touched, 0.0, 0.2 / (1 + np.square(2 * gap))),
             "placement": np.where(down, 10.0 / (1 + np.square(error / self.RADIUS)) + bonus, 0.0),
             "fault": -10.0 * bad,
@@ -189,7 +205,7 @@ class Serve(SkillDrill):
     """Serve from the server's anchor (6, 0, 2), the ball 3 m above, over the net to a target
     at x in [-5.5, -3], y in [-2, 2] (VolleyBots' team draws x in [-6, -4.2])."""
 
-    OVER_NET, RADIUS = True, 3.0
+    OVER_NET, RADIUS, AIM = True, 3.0, 10.0
     MAX_STEPS = 300
 
     def _place(self, n):
@@ -225,7 +241,7 @@ class Attack(SkillDrill):
     """Attack a set ball from the attacker's point over the net to a target in the other
     half (VolleyBots' team aims at (-5, -2) or (-5, 2))."""
 
-    OVER_NET, RADIUS = True, 3.0
+    OVER_NET, RADIUS, AIM = True, 3.0, 10.0
 
     def _place(self, n):
         pos = self._uniform([1.5, 0.5, 2.0], [2.5, 2.0, 2.6], n)
