@@ -20,8 +20,8 @@ second hit or a body touch ends the drill as a fault, as it loses the point in a
 
 Rewards: 10 for the hit; every step before it 0.2 / (1 + (2 g)^2), g the distance in x and y
 from the drone to where the ball will come down to 0.1 m above it (a signal of where to be long
-before the ball is near, which a distance to the ball is not); ``serve`` and ``attack``, at the
-hit, 10 / (1 + (e / r)^2) with e the distance from the target of where the ball's free flight
+before the ball is near, which a distance to the ball is not); ``serve``, ``pass`` and ``attack``,
+at the hit, 10 / (1 + (e / r)^2) with e the distance from the target of where the ball's free flight
 will land, 0 if it flies into the net (VolleyBots' serve and attack drills pay the ball's
 closeness to the target every step of the flight instead); at the end 10
 / (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
@@ -134,14 +134,15 @@ class SkillDrill(VolleyballBatch):
 
     def _aim(self, ball: np.ndarray, vel: np.ndarray) -> np.ndarray:
         """How well a ball just hit flies: 1 / (1 + (e / r)^2), e the distance from the target
-        of where its free flight comes down (exact: the ball has no drag), 0 for a flight into
-        the net."""
+        of where its free flight comes down (exact: the ball has no drag); 0 for a serve or an
+        attack into the net, or a pass that crosses it."""
         down = intercept(ball, vel, np.maximum(self.target[:, 2], LAND_Z))
         error = np.linalg.norm(down - self.target[:, :2], axis=-1)
         toward = vel[:, 0] < 0
         t = np.where(toward, ball[:, 0] / np.where(toward, -vel[:, 0], 1.0), 0.0)  # to x = 0
-        clears = toward & (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2 > NET_HEIGHT + 0.1)
-        return np.where(clears, 1.0 / (1 + np.square(error / self.RADIUS)), 0.0)
+        over = toward & (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2 > NET_HEIGHT + 0.1)
+        fine = over if self.OVER_NET else down[:, 0] > 0  # a pass or set stays on this side
+        return np.where(fine, 1.0 / (1 + np.square(error / self.RADIUS)), 0.0)
 
     def _observe(self):
         w = self.worlds
@@ -218,6 +219,8 @@ class Serve(SkillDrill):
 class Pass(SkillDrill):
     """Receive a ball from the other half around the receiver's point (4.5, 0, 1.5); pass
     it to come down at the setter's point (around (2, -2, 2))."""
+
+    AIM = 10.0
 
     def _place(self, n):
         pos = self._uniform([4.0, -1.0, 1.3], [5.0, 1.0, 1.8], n)
