@@ -75,7 +75,7 @@ class HighLevel3v3(VectorEnv):
         self.options = o = HighLevelOptions(**options)
         torch.set_num_threads(1)
         self.team_config = cfg = TeamConfig.from_file(o.team or BUNDLE / "team.yaml")
-        self.core = Match3v3(num_envs, seed, auto_reset=False, random_serve=True)
+        self.core = Match3v3(num_envs, seed, auto_reset=False, random_serve=True, crash_ends=False)
         self.team = SkillTeam(self.core, 0, load_skills(cfg))
         self.opponent = only_module(cfg.opponent, "near")
         self.num_envs, self.auto_reset = num_envs, auto_reset

@@ -83,6 +83,11 @@ class MatchOptions(VolleyballOptions):
     VolleyBots; its 3v3 and 6v6 start on the anchors exactly (``start_noise=0``), which would
     make every episode begin alike."""
 
+    crash_ends: bool = True
+    """Whether a crash (a drone below 0.3 m) or, in 3v3 and 6v6, team mates closer than 0.8 m
+    end the point undecided, as in VolleyBots' match envs; its hierarchical 3v3 env only logs
+    them (``volleyball_3v3_hier.py``) and plays on until a fault or the step limit."""
+
     def __post_init__(self):
         super().__post_init__()
         if not 0 <= self.start_noise <= 0.5:
@@ -188,7 +193,7 @@ class Match(VolleyballBatch):
         terms["win"] = 100.0 * result[:, None] * side
         crashed = w.pos[..., 2] < CRASH_Z
         terms["crash"] = -100.0 * crashed
-        terminated = decided | crashed.any(1)
+        terminated = decided | (crashed.any(1) & self.options.crash_ends)
         facts.update(
             battle_won=(result > 0).astype(float),
             result=result.astype(float),
@@ -363,7 +368,7 @@ class Match3v3(Match):
         blame = np.arange(2) == self.last_team[:, None]
         fault = self._faults(wrong_turn, body, blame)
         terms, terminated, facts = self._finish(fault, terms, {})
-        return terms, terminated | too_close.any(1), facts
+        return terms, terminated | (too_close.any(1) & self.options.crash_ends), facts
 
     def _too_close(self) -> np.ndarray:
         """``[B, D]``: the drone is closer than 0.8 m to a team mate."""

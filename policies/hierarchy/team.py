@@ -241,15 +241,17 @@ def play_hierarchy(
 ) -> dict:
     """``games`` points of the hierarchical team (near) against ``opponent``: ``flat`` (the
     self-play run's module ``near``, on the far side) or ``hierarchy`` (a second hierarchical
-    team). One point per world, the serving team drawn per world. With ``render``, world 0 is
-    drawn to that GIF or MP4."""
+    team). One point per world, the serving team drawn per world; as in VolleyBots'
+    hierarchical env a point ends only on a fault or at the step limit (a crash or crowding
+    does not end it). With ``render``, world 0 is drawn to that GIF or MP4."""
     import torch
 
     from envs.volleyball.match import Match3v3
 
     torch.manual_seed(seed)
     skills = load_skills(cfg)
-    core = Match3v3(games, seed, auto_reset=False, random_serve=True)
+    # VolleyBots' hierarchical env plays on through crashes and crowding (it only logs them)
+    core = Match3v3(games, seed, auto_reset=False, random_serve=True, crash_ends=False)
     step = core.reset()
     near = HierarchicalTeam(core, 0, skills, cfg.rally, seed)
     near.begin(np.arange(games))
@@ -264,10 +266,10 @@ def play_hierarchy(
     points = Points(core)
     used = np.zeros((len(SKILLS),), int)
     frames = []
+    if render:
+        from envs.volleyball.render import frame
     while points.live.any() and core.t.max() < core.max_steps:
-        if render and points.live[0]:  # world 0's point
-            from envs.volleyball.render import frame
-
+        if render and points.live[0] and core.t[0] % 2 == 0:  # world 0's point, 25 fps
             frames.append(frame(core, 0))
         actions = {"near": near.act(explore)}
         if far is None:
@@ -298,7 +300,8 @@ def play_hierarchy(
     if render and frames:
         from training.evaluation import write_animation
 
-        report["animation"] = write_animation(frames, render, 50)
+        frames.append(frame(core, 0))
+        report["animation"] = write_animation(frames, render, 25)
     return report
 
 
@@ -363,6 +366,7 @@ class Points:
         self.result = np.full(core.num_envs, np.nan)
         self.why = np.full(core.num_envs, "", object)
         self.steps = np.zeros(core.num_envs, int)
+        self.hits = np.zeros(core.num_envs, int)
 
     @property
     def live(self) -> np.ndarray:
@@ -378,6 +382,7 @@ class Points:
             return
         core = self.core
         self.result[ended] = step.info["result"][ended]
+        self.hits[ended] = step.info["hits"][ended]
         crashed = core.worlds.pos[..., 2] < CRASH_Z
         close = core._too_close()
         for k, side in enumerate(("near", "far")):
@@ -404,6 +409,8 @@ class Points:
             "win_rate": wins / games,
             "win_rate_ci95": [round(low, 4), round(high, 4)],
             "mean_point_steps": float(self.steps.mean()),
+            "mean_hits": float(self.hits.mean()),
+            "most_hits": int(self.hits.max()),
         }
 
 

@@ -461,3 +461,17 @@ def test_defender_returns_a_spike_it_reaches():
         if core.returned[0]:
             break
     assert core.returned[0] and core.worlds.ball_vel[0, 0] > 0  # sent back towards (3, 1)
+
+
+def test_with_crash_ends_off_the_point_plays_on_through_crowding_and_crashes():
+    """VolleyBots' hierarchical 3v3 env only logs them."""
+    core = _match(match.Match3v3, crash_ends=False)
+    w = core.worlds
+    w.state[0, w.drone_qpos[1, :3]] = w.pos[0, 0] + [0.3, 0.0, 0.0]
+    w.state[0, w.drone_qpos[4, 2]] = 0.25  # far_1 on the floor
+    w.read()
+    step = core.step(_hover(core))
+    assert not step.terminated[0]
+    assert (
+        core.reward_terms["too_close"][0, 0] == -100.0 and core.reward_terms["crash"][0, 4] == -100
+    )
