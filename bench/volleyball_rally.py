@@ -3,8 +3,8 @@ two hierarchical 3v3 teams.
 
     .venv/bin/python bench/volleyball_rally.py RUN --near 4 --far 4 --episodes 100 \\
         --out docs/img/volleyball_1v1.gif
-    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --episodes 40 \\
-        --out docs/img/volleyball_3v3_hierarchy.gif
+    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --opponent flat \\
+        --start receive --episodes 40 --out docs/img/volleyball_3v3_hierarchy.gif
 
 Plays ``--episodes`` seeded points between population members ``--near`` and ``--far``
 (sampled actions, either team serving), keeps the seed of the point with the most hits (then
@@ -53,7 +53,7 @@ def point(env_id, members, seed, render=False):
     return int(info.get("hits", 0)), int(info.get("result", 0)), steps, frames
 
 
-def hierarchy_rally(team: str | None, episodes: int, opponent: str, out: str) -> dict:
+def hierarchy_rally(team: str | None, episodes: int, opponent: str, start: str, out: str) -> dict:
     """The point with the most touches (then the longest) of ``episodes`` seeded one-world
     points of the hierarchical team, replayed from its seed into ``out``."""
     from policies.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
@@ -61,11 +61,11 @@ def hierarchy_rally(team: str | None, episodes: int, opponent: str, out: str) ->
     cfg = TeamConfig.from_file(team or BUNDLE / "team.yaml")
 
     def score(seed):
-        r = play_hierarchy(cfg, 1, seed=seed, opponent=opponent)
+        r = play_hierarchy(cfg, 1, seed=seed, opponent=opponent, start=start)
         return r["most_hits"], r["mean_point_steps"]
 
     best = max(range(episodes), key=score)
-    r = play_hierarchy(cfg, 1, seed=best, opponent=opponent, render=out)
+    r = play_hierarchy(cfg, 1, seed=best, opponent=opponent, start=start, render=out)
     return {
         "seed": best,
         "hits": r["most_hits"],
@@ -80,13 +80,18 @@ def main() -> None:
     p.add_argument("run", nargs="?", help="a self-play run (or, with --hierarchy, a team YAML)")
     p.add_argument("--hierarchy", action="store_true", help="hierarchical 3v3 teams")
     p.add_argument("--opponent", default="hierarchy", choices=("hierarchy", "flat"))
+    p.add_argument("--start", default="serve", choices=("serve", "receive"))
     p.add_argument("--near", type=int, default=-1, help="member index (-1: the latest)")
     p.add_argument("--far", type=int, default=-1)
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--out", required=True)
     args = p.parse_args()
     if args.hierarchy:
-        print(json.dumps(hierarchy_rally(args.run, args.episodes, args.opponent, args.out)))
+        print(
+            json.dumps(
+                hierarchy_rally(args.run, args.episodes, args.opponent, args.start, args.out)
+            )
+        )
         return
     if not args.run:
         p.error("give a self-play RUN (or --hierarchy)")

@@ -323,6 +323,12 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
         default="flat",
         help="flat: the self-play run's policy; hierarchy: a second hierarchical team",
     )
+    h.add_argument(
+        "--start",
+        choices=("serve", "receive"),
+        default="serve",
+        help="receive: every point starts with a ball from the other half to the receiver",
+    )
     h.add_argument("--render", metavar="OUT", help="draw world 0's point to a GIF or MP4")
     h.add_argument("--out", metavar="JSON", help="also write the report here")
     h.set_defaults(arena_handler="training.commands:run_hierarchy")
@@ -364,6 +370,7 @@ def run_hierarchy(args) -> int:
         explore=not args.greedy,
         render=args.render,
         opponent=args.opponent,
+        start=args.start,
     )
     return _print_report(report, args.out)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from policies.hierarchy import rules
 from policies.hierarchy.rules import (
     ATTACK,
     GOTO,
@@ -238,12 +239,19 @@ def play_hierarchy(
     explore: bool = True,
     render: str | None = None,
     opponent: str = "flat",
+    start: str = "serve",
 ) -> dict:
     """``games`` points of the hierarchical team (near) against ``opponent``: ``flat`` (the
     self-play run's module ``near``, on the far side) or ``hierarchy`` (a second hierarchical
     team). One point per world, the serving team drawn per world; as in VolleyBots'
     hierarchical env a point ends only on a fault or at the step limit (a crash or crowding
-    does not end it). With ``render``, world 0 is drawn to that GIF or MP4."""
+    does not end it). With ``render``, world 0 is drawn to that GIF or MP4.
+
+    ``start="receive"`` begins every point with a ball from the other half coming down near
+    the receiver's point instead of a serve (the far team has it; the near team's machine
+    starts with the pass), so the pass-set-attack chain is measured in the match."""
+    if start not in ("serve", "receive"):
+        raise ValueError(f"start must be 'serve' or 'receive', got {start!r}")
     import torch
 
     from envs.volleyball.match import Match3v3
@@ -254,7 +262,11 @@ def play_hierarchy(
     core = Match3v3(games, seed, auto_reset=False, random_serve=True, crash_ends=False)
     step = core.reset()
     near = HierarchicalTeam(core, 0, skills, cfg.rally, seed)
+    if start == "receive":
+        step = _incoming_ball(core, np.random.default_rng(seed))
     near.begin(np.arange(games))
+    if start == "receive":
+        near.machine.state[:] = rules.PASSING
     if opponent == "flat":
         flat = only_module(cfg.opponent, "near")
         far = None
@@ -291,6 +303,7 @@ def play_hierarchy(
         "high_level": "rules",
         "opponent": opponent if far is not None else str(cfg.opponent),
         "rally": cfg.rally,
+        "start": start,
         "explore": explore,
         **points.report(),
         "skill_share": dict(
@@ -354,6 +367,44 @@ def play_high_level(
             zip(env.CHOICES, np.round(chosen / max(chosen.sum(), 1), 4).tolist(), strict=True)
         ),
     }
+
+
+def _incoming_ball(core, rng: np.random.Generator):
+    """Every world's point starts with the far team's ball flying from x in [-4, -2] at 3 m
+    to come down 0.3 m above a point up to 1 m short of the near receiver's point (y within
+    0.5 m) in 1.2-1.5 s, so that left alone it lands in the near half (the far team has
+    touched it: the near team may play it once it crosses)."""
+    from envs.volleyball.skills import launch
+
+    B = core.num_envs
+    start = rng.uniform([-4.0, -1.5, 3.0], [-2.0, 1.5, 3.0], (B, 3))
+    # 0.5 m short of the receiver's point at most: left alone it lands inside the court
+    end = np.array(rules.RECEIVER_POINT) + rng.uniform([-1.0, -0.5, 0.3], [0.0, 0.5, 0.3], (B, 3))
+    vel = launch(start, end, rng.uniform(1.2, 1.5, B))
+    w = core.worlds
+    w.state[:, w.ball_qpos[:3]] = start
+    w.state[:, w.ball_qvel[:3]] = vel
+    w.read()
+    core.serving[:] = 1
+    core.already_hit[:] = (
+        True  # nobody may touch it on the far side; the near side may after it crosses
+    )
+    core.side[:] = 1
+    core.last_team[:] = 1
+    core.hits[:] = 1  # the far team's touch
+    return _observe_step(core)
+
+
+def _observe_step(core):
+    """A ``VectorStep`` of the core's worlds as they are now (after they were set by hand)."""
+    from envs.vector import VectorStep
+
+    obs = core._observe()
+    state = obs.reshape(core.num_envs, -1)
+    split = core._split(obs)
+    no = np.zeros(core.num_envs, bool)
+    zeros = np.zeros((core.num_envs, core.n), np.float32)
+    return VectorStep(split, state, {}, zeros, no, no.copy(), split, state)
 
 
 class Points:
