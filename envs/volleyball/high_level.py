@@ -42,13 +42,14 @@ class HighLevelOptions:
         team: a team YAML (``arena hierarchy``'s config) whose skills fly the options and whose
             opponent plays the far side ("": the team that ships with Arena).
         decision_steps: physics steps (0.02 s each) per decision.
-        explore_skills: sample the skills' and the opponent's actions (VolleyBots' evaluation
-            does) rather than take their means.
+        explore_skills: sample the skills' and the opponent's actions (as VolleyBots'
+            evaluation does) rather than take their means; the default (means) keeps an
+            episode a function of its seed.
     """
 
     team: str = ""
     decision_steps: int = 5
-    explore_skills: bool = True
+    explore_skills: bool = False
 
     def __post_init__(self):
         if not isinstance(self.team, str):

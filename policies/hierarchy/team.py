@@ -341,7 +341,8 @@ def play_high_level(
     torch.manual_seed(seed)
     policy = load_policy(run)
     module = policy.modules[policy.module_of["near_0"]]
-    env = HighLevel3v3(games, seed, auto_reset=False, **cfg.env_args)
+    env_args = {**cfg.env_args, "explore_skills": explore}  # the protocol samples every policy
+    env = HighLevel3v3(games, seed, auto_reset=False, **env_args)
     step = env.reset()
     points = Points(env.core)
     chosen = np.zeros(len(env.CHOICES), int)

@@ -167,3 +167,48 @@ def test_wilson_interval():
     low, high = wilson(695, 1000)
     assert low == pytest.approx(0.6658, abs=1e-3) and high == pytest.approx(0.7227, abs=1e-3)
     assert wilson(0, 10)[0] == 0.0
+
+
+def test_a_learned_high_level_run_is_played_with_the_protocol(tmp_path):
+    """A run of volleyball/3v3_high-v0 (untrained weights written as a checkpoint) plays
+    its points against the shipped team's opponent; every point is counted once."""
+    import json
+
+    import yaml
+
+    from policies.hierarchy.team import play_high_level
+    from policies.inference import save_weights
+    from training.config import TrainConfig
+
+    cfg = TrainConfig(env="volleyball/3v3_high-v0")
+    cfg.set_algo("mappo")
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "iter_000001"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    specs = algorithm.get("mappo").modules(cfg.env, cfg.settings).rl_module_specs
+    torch.manual_seed(0)
+    files = save_weights({m: s.build().state_dict() for m, s in specs.items()}, ckpt / "weights")
+    (ckpt / "arena.json").write_text(json.dumps({"iteration": 1, "env_steps": 8, "files": files}))
+    (run / "checkpoints" / "latest").write_text(ckpt.name)
+    report = play_high_level(run, 6, seed=0)
+    assert report["wins"] + report["losses"] + report["undecided"] == 6
+    assert set(report["option_share"]) == {
+        "goto", "serve", "pass", "set", "attack_left", "attack_right",
+    }  # fmt: skip
+    assert report["option_share"]["serve"] > 0  # a server was due to serve and may
+
+
+def test_the_shipped_team_plays_points_and_exports(tmp_path):
+    from policies.hierarchy.team import BUNDLE, TeamConfig, export_team, play_hierarchy
+
+    cfg = TeamConfig.from_file(BUNDLE / "team.yaml")
+    served = play_hierarchy(cfg, 8, seed=0)
+    assert served["wins"] + served["losses"] + served["undecided"] == 8
+    assert 0 <= served["win_rate_ci95"][0] <= served["win_rate"] <= served["win_rate_ci95"][1]
+    assert served["skill_share"]["serve"] > 0
+    received = play_hierarchy(cfg, 8, seed=0, start="receive")
+    assert received["skill_share"]["serve"] == 0 and received["skill_share"]["pass"] > 0
+    again = TeamConfig.from_file(export_team(cfg, tmp_path / "team"))
+    assert (tmp_path / "team" / "opponent" / "checkpoints").is_dir()
+    assert play_hierarchy(again, 8, seed=0)["wins"] == served["wins"]  # the same weights
