@@ -33,6 +33,8 @@ the net or out, the drone below 0.4 m, above 5 m or across the net. Facts: ``hit
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from envs.volleyball.core import VolleyballBatch, random_quat
@@ -106,9 +108,9 @@ class SkillDrill(VolleyballBatch):
         self.touched[envs] = False
         self.contacts.reset(envs)
 
+    @abc.abstractmethod
     def _place(self, n: int):
         """Drone position ``[n, 3]``, ball position and velocity, target ``[n, 3]``."""
-        raise NotImplementedError
 
     def _uniform(self, low, high, n) -> np.ndarray:
         return self.rng.uniform(low, high, (n, len(low)))

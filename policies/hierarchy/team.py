@@ -223,6 +223,29 @@ class SkillTeam:
         return act
 
 
+class HierarchicalTeam(SkillTeam):
+    """A :class:`SkillTeam` driven by VolleyBots' rule machine (:class:`RuleMachine`)."""
+
+    def __init__(self, core, side: int, skills: dict, rally: bool = True, seed: int = 0):
+        super().__init__(core, side, skills)
+        self.machine = RuleMachine(core.num_envs, rally, seed)
+
+    def begin(self, envs: np.ndarray) -> None:
+        """New points in worlds ``envs`` (after a reset or an auto-reset)."""
+        self.machine.reset(envs, self.core.serving[envs] == self.side)
+
+    def observe_touches(self) -> None:
+        """Feeds the last step's touches (racket or body) to the rule machine."""
+        touches = self.core.touches
+        mine = touches[:, self.members]
+        theirs = touches[:, self.core.team != self.side].any(1)
+        self.machine.update(mine, theirs)
+
+    def act(self, explore: bool = True) -> np.ndarray:
+        """Rotor commands ``[B, 3, 4]`` for the team's drones."""
+        return self.fly(*self.machine.decide(), explore)
+
+
 def load_skills(cfg: TeamConfig) -> dict:
     """The skill policies of ``cfg`` (go-to is the hover run's)."""
     runs = cfg.runs()
@@ -474,26 +497,3 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
-
-
-class HierarchicalTeam(SkillTeam):
-    """A :class:`SkillTeam` driven by VolleyBots' rule machine (:class:`RuleMachine`)."""
-
-    def __init__(self, core, side: int, skills: dict, rally: bool = True, seed: int = 0):
-        super().__init__(core, side, skills)
-        self.machine = RuleMachine(core.num_envs, rally, seed)
-
-    def begin(self, envs: np.ndarray) -> None:
-        """New points in worlds ``envs`` (after a reset or an auto-reset)."""
-        self.machine.reset(envs, self.core.serving[envs] == self.side)
-
-    def observe_touches(self) -> None:
-        """Feeds the last step's touches (racket or body) to the rule machine."""
-        touches = self.core.touches
-        mine = touches[:, self.members]
-        theirs = touches[:, self.core.team != self.side].any(1)
-        self.machine.update(mine, theirs)
-
-    def act(self, explore: bool = True) -> np.ndarray:
-        """Rotor commands ``[B, 3, 4]`` for the team's drones."""
-        return self.fly(*self.machine.decide(), explore)
