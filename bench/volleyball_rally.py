@@ -56,7 +56,7 @@ def point(env_id, members, seed, render=False):
 def hierarchy_rally(team: str | None, episodes: int, opponent: str, start: str, out: str) -> dict:
     """The point with the most touches (then the longest) of ``episodes`` seeded one-world
     points of the hierarchical team, replayed from its seed into ``out``."""
-    from policies.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
+    from training.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
 
     cfg = TeamConfig.from_file(team or BUNDLE / "team.yaml")
 

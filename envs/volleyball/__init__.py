@@ -25,7 +25,6 @@ TASKS = {
     "pass": ("Pass", "3v3 skill: receive and pass to the setter (1 drone)"),
     "set": ("Set", "3v3 skill: set the ball to the attacker (1 drone)"),
     "attack": ("Attack", "3v3 skill: attack over the net to a target (1 drone)"),
-    "3v3_high": ("HighLevel3v3", "3v3: a learned high level picks skills (frozen)"),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envs.vector import CoreEnv
-from envs.volleyball import coop, drills, high_level, match, skills
+from envs.volleyball import coop, drills, match, skills
 
 
 class VolleyballEnv(CoreEnv):
@@ -39,7 +39,6 @@ CORES = {
         skills.Pass,
         skills.Set,
         skills.Attack,
-        high_level.HighLevel3v3,
     )
 }
 # The registry imports cores and faces by name: ``Hover`` and ``HoverEnv``, ...

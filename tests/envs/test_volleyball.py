@@ -11,8 +11,7 @@ from envs.volleyball.core import HOVER_COMMAND, mirror_quat
 from envs.volleyball.physics import GRAVITY, HOVER_THROTTLE, KF, MASS, Worlds
 from envs.volleyball.scene import NET_HEIGHT, Layout, model, xml
 
-# The high level's env (3v3_high) has options for actions: tests/envs/test_volleyball_high_level.py.
-TASKS = [i for i in envs.ids("volleyball") if i != "volleyball/3v3_high-v0"]
+TASKS = [i for i in envs.ids("volleyball")]
 
 
 def test_all_ten_tasks_and_the_skills_are_registered():

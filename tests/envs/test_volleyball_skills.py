@@ -130,7 +130,7 @@ def test_a_ball_left_alone_is_a_miss():
 @pytest.mark.parametrize("cls", DRILLS)
 def test_the_rule_machines_targets_lie_in_the_drills_ranges(cls):
     """The hierarchical team asks each skill for targets it was trained on."""
-    from policies.hierarchy import rules
+    from training.hierarchy import rules
 
     core = cls(256, seed=0)
     core.reset()

@@ -1,4 +1,4 @@
-"""A hierarchical 3v3 volleyball team: the rule machine (:mod:`policies.hierarchy.rules`)
+"""A hierarchical 3v3 volleyball team: the rule machine (:mod:`training.hierarchy.rules`)
 picks a skill and a target per drone every step, and frozen skill policies, each trained as
 a drill (``volleyball/{hover,serve,pass,set,attack}-v0``), turn them into rotor commands.
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.hierarchy import rules
-from policies.hierarchy.rules import (
+from training.hierarchy import rules
+from training.hierarchy.rules import (
     ATTACK,
     GOTO,
     PASS,
@@ -341,58 +341,6 @@ def play_hierarchy(
     return report
 
 
-def play_high_level(
-    run: str | Path, games: int = 1000, *, seed: int = 0, explore: bool = True
-) -> dict:
-    """``games`` points of a learned high level (a run of ``volleyball/3v3_high-v0``) flying
-    its team's skills against the team's flat opponent, with :func:`play_hierarchy`'s
-    protocol."""
-    import torch
-
-    from envs.volleyball.high_level import HighLevel3v3
-    from training.checkpoints import load_config
-    from training.evaluation import load_policy
-
-    run = Path(run)
-    cfg = load_config(run)
-    if cfg.env != "volleyball/3v3_high-v0":
-        from training.checkpoints import RunError
-
-        raise RunError(
-            f"{run} trained {cfg.env}; a learned high level is a run of volleyball/3v3_high-v0"
-        )
-    torch.manual_seed(seed)
-    policy = load_policy(run)
-    module = policy.modules[policy.module_of["near_0"]]
-    env_args = {**cfg.env_args, "explore_skills": explore}  # the protocol samples every policy
-    env = HighLevel3v3(games, seed, auto_reset=False, **env_args)
-    step = env.reset()
-    points = Points(env.core)
-    chosen = np.zeros(len(env.CHOICES), int)
-    for _ in range(env.max_steps + 1):
-        if not points.live.any():
-            break
-        obs, mask = step.obs["near"], step.action_mask["near"]
-        rows = module.spec.pack(
-            obs.reshape(games * 3, -1), mask.reshape(games * 3, -1), None, [0, 1, 2] * games
-        )
-        act, _ = module.act_rows(rows, explore)
-        act = act.reshape(games, 3)
-        chosen += np.bincount(act[points.live].ravel(), minlength=len(chosen))
-        step = env.step({"near": act})
-        points.record(step)
-    return {
-        "games": games,
-        "high_level": str(run),
-        "opponent": str(env.team_config.opponent),
-        "explore": explore,
-        **points.report(),
-        "option_share": dict(
-            zip(env.CHOICES, np.round(chosen / max(chosen.sum(), 1), 4).tolist(), strict=True)
-        ),
-    }
-
-
 def _incoming_ball(core, rng: np.random.Generator):
     """Every world's point starts with the far team's ball flying from x in [-4, -2] at 3 m
     to come down 0.3 m above a point up to 1 m short of the near receiver's point (y within
@@ -433,8 +381,7 @@ def _observe_step(core):
 
 class Points:
     """The first point of each world of a ``Match3v3`` core (``auto_reset=False``): its result
-    and, for one that nobody won, why it ended (read from the worlds when the step that ended
-    it returns: a high-level step may have stepped them a few times more)."""
+    and, for one that nobody won, why it ended."""
 
     def __init__(self, core):
         self.core = core

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from policies import algorithm
-from policies.hierarchy import rules
-from policies.hierarchy.rules import ATTACKER, RECEIVER, SETTER, RuleMachine
+from training.hierarchy import rules
+from training.hierarchy.rules import ATTACKER, RECEIVER, SETTER, RuleMachine
 
 NONE = np.zeros((1, 3), bool)
 
@@ -92,7 +92,7 @@ def _skills():
 
 def test_teams_on_both_sides_fly_the_skills_the_machine_picks():
     import envs
-    from policies.hierarchy.team import HierarchicalTeam
+    from training.hierarchy.team import HierarchicalTeam
 
     core = envs.make_vector("volleyball/3v3-v0", 6, seed=0, random_serve=True)
     step = core.reset()
@@ -148,8 +148,8 @@ def test_far_team_sees_its_skills_mirrored():
 
 
 def test_team_config_names_what_is_missing():
-    from policies.hierarchy.team import TeamConfig
     from training.config import ConfigError
+    from training.hierarchy.team import TeamConfig
 
     with pytest.raises(ConfigError, match=r"missing \['attack'.*unknown \['atack'\]"):
         TeamConfig.from_dict(
@@ -162,45 +162,15 @@ def test_team_config_names_what_is_missing():
 
 
 def test_wilson_interval():
-    from policies.hierarchy.team import wilson
+    from training.hierarchy.team import wilson
 
     low, high = wilson(695, 1000)
     assert low == pytest.approx(0.6658, abs=1e-3) and high == pytest.approx(0.7227, abs=1e-3)
     assert wilson(0, 10)[0] == 0.0
 
 
-def test_a_learned_high_level_run_is_played_with_the_protocol(tmp_path):
-    """A run of volleyball/3v3_high-v0 (untrained weights written as a checkpoint) plays
-    its points against the shipped team's opponent; every point is counted once."""
-    import json
-
-    import yaml
-
-    from policies.hierarchy.team import play_high_level
-    from policies.inference import save_weights
-    from training.config import TrainConfig
-
-    cfg = TrainConfig(env="volleyball/3v3_high-v0")
-    cfg.set_algo("mappo")
-    run = tmp_path / "run"
-    ckpt = run / "checkpoints" / "iter_000001"
-    run.mkdir()
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
-    specs = algorithm.get("mappo").modules(cfg.env, cfg.settings).rl_module_specs
-    torch.manual_seed(0)
-    files = save_weights({m: s.build().state_dict() for m, s in specs.items()}, ckpt / "weights")
-    (ckpt / "arena.json").write_text(json.dumps({"iteration": 1, "env_steps": 8, "files": files}))
-    (run / "checkpoints" / "latest").write_text(ckpt.name)
-    report = play_high_level(run, 6, seed=0)
-    assert report["wins"] + report["losses"] + report["undecided"] == 6
-    assert set(report["option_share"]) == {
-        "goto", "serve", "pass", "set", "attack_left", "attack_right",
-    }  # fmt: skip
-    assert report["option_share"]["serve"] > 0  # a server was due to serve and may
-
-
 def test_the_shipped_team_plays_points_and_exports(tmp_path):
-    from policies.hierarchy.team import BUNDLE, TeamConfig, export_team, play_hierarchy
+    from training.hierarchy.team import BUNDLE, TeamConfig, export_team, play_hierarchy
 
     cfg = TeamConfig.from_file(BUNDLE / "team.yaml")
     served = play_hierarchy(cfg, 8, seed=0)
