@@ -22,8 +22,9 @@ Rewards: 10 for the hit; every step before it 0.2 / (1 + (2 g)^2), g the distanc
 from the drone to where the ball will come down to 0.1 m above it (a signal of where to be long
 before the ball is near, which a distance to the ball is not); ``serve``, ``pass`` and ``attack``,
 at the hit, 10 / (1 + (e / r)^2) with e the distance from the target of where the ball's free flight
-will land, 0 if it flies into the net (VolleyBots' serve and attack drills pay the ball's
-closeness to the target every step of the flight instead); at the end 10
+will land, times 1 / (1 + d^2) for a ball that passes the net d metres too low (VolleyBots'
+serve and attack drills pay the ball's closeness to the target every step of the flight
+instead); at the end 10
 / (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
 ``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 3 m and 5
 more for landing inside the other half; r = 2 m else); -10 for a miss, a fault, the ball in
@@ -136,15 +137,21 @@ class SkillDrill(VolleyballBatch):
 
     def _aim(self, ball: np.ndarray, vel: np.ndarray) -> np.ndarray:
         """How well a ball just hit flies: 1 / (1 + (e / r)^2), e the distance from the target
-        of where its free flight comes down (exact: the ball has no drag); 0 for a serve or an
-        attack into the net, or a pass that crosses it."""
+        of where its free flight comes down (exact: the ball has no drag). A pass or set that
+        crosses the net gets 0. A serve or attack is scaled by how well it clears the net:
+        1 over it, 1 / (1 + d^2) for a ball passing d metres too low (the one signal that
+        leads from a ball hit up on its own side to one that crosses), 0 for a ball not
+        sent toward the net."""
         down = intercept(ball, vel, np.maximum(self.target[:, 2], LAND_Z))
         error = np.linalg.norm(down - self.target[:, :2], axis=-1)
+        closeness = 1.0 / (1 + np.square(error / self.RADIUS))
+        if not self.OVER_NET:
+            return np.where(down[:, 0] > 0, closeness, 0.0)
         toward = vel[:, 0] < 0
         t = np.where(toward, ball[:, 0] / np.where(toward, -vel[:, 0], 1.0), 0.0)  # to x = 0
-        over = toward & (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2 > NET_HEIGHT + 0.1)
-        fine = over if self.OVER_NET else down[:, 0] > 0  # a pass or set stays on this side
-        return np.where(fine, 1.0 / (1 + np.square(error / self.RADIUS)), 0.0)
+        short = NET_HEIGHT + 0.1 - (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2)
+        clearance = 1.0 / (1 + np.square(np.maximum(short, 0.0)))
+        return np.where(toward, clearance * closeness, 0.0)
 
     def _observe(self):
         w = self.worlds
