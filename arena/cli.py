@@ -33,6 +33,7 @@ import traceback
 COMMANDS = (
     "envs.commands",
     "envs.web.commands",
+    "envs.mmwalk.commands",
     "training.commands",
     "serve.commands",
     "cluster.commands",

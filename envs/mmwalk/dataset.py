@@ -105,7 +105,22 @@ def _write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def record(job: Job, root: Path, size: tuple[int, int], max_frames: int | None) -> dict:
+def frames_of(job: Job, max_frames: int | None) -> int:
+    return len(walk(build(job.category, job.seed))[:max_frames])
+
+
+def frames_on_disk(root: Path) -> int:
+    """Finished frames under ``root/QAFrames`` (a frame is finished when its Json is there)."""
+    return sum(1 for _ in (root / FRAMES).glob("*/Json/*.json"))
+
+
+def record(
+    job: Job,
+    root: Path,
+    size: tuple[int, int],
+    max_frames: int | None,
+    on_frame: Callable[[], None] | None = None,
+) -> dict:
     """Renders and writes trajectory ``job`` under ``root/QAFrames``; returns its summary.
     Finished trajectories and frames are skipped."""
     frames_dir = root / FRAMES
@@ -133,6 +148,8 @@ def record(job: Job, root: Path, size: tuple[int, int], max_frames: int | None) 
                     pano = render.Panoramas(scene, size, width // 4)
                 meta = _frame(job, scene, pano, poses, i, movers, work, min_pixels)
                 _write_text(meta_path, json.dumps(meta))
+                if on_frame:
+                    on_frame()
             traffic.step(pose)
     finally:
         if pano is not None:
@@ -181,8 +198,11 @@ def _frame(job, scene, pano, poses, i, movers, work: Path, min_pixels: int) -> d
         "action": action_name(pose.keys),
         "keys": {k: int(k in pose.keys) for k in "WASD"},
         "imu": record_imu,
-        "pose": {"x": round(pose.x, 3), "y": round(pose.y, 3),
-                 "yaw_deg": round(math.degrees(pose.yaw), 2)},
+        "pose": {
+            "x": round(pose.x, 3),
+            "y": round(pose.y, 3),
+            "yaw_deg": round(math.degrees(pose.yaw), 2),
+        },
         "corner_cases": cases,
         "risk": risk(scene.weather, cases),
         "pedestrian_light": scene.pedestrian_light or None,
@@ -207,22 +227,32 @@ def split_of(names: list[str], seed: int = 0) -> dict[str, str]:
     return out
 
 
-def generate(cfg: GenerateConfig, out: str | Path,
-             progress: Callable[[int, int], None] | None = None) -> dict:
-    """Records ``cfg.trajectories`` trajectories into ``out`` (resuming what is there), then
-    writes the VQA files and ``dataset.json``."""
+def generate(
+    cfg: GenerateConfig,
+    out: str | Path,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Records ``cfg.trajectories`` trajectories into ``out`` (resuming what is there) on
+    ``cfg.actors`` Ray actors (of the cluster at ``address``, else a local Ray), then writes
+    the VQA files and ``dataset.json``. ``progress(frames done, frames in all)`` is called as
+    frames land."""
     from envs.mmwalk import vqa
 
     root = Path(out)
     (root / FRAMES).mkdir(parents=True, exist_ok=True)
     todo = jobs(cfg)
+    total = sum(frames_of(j, cfg.max_frames) for j in todo)
     done = []
-    if progress:
-        progress(0, len(todo))
-    for summary in _run(todo, root, cfg):
-        done.append(summary)
+
+    def tick():
         if progress:
-            progress(len(done), len(todo))
+            progress(min(frames_on_disk(root), total), total)
+
+    tick()
+    for summary in _run(todo, root, cfg, address, tick):
+        done.append(summary)
+        tick()
     done.sort(key=lambda s: s["trajectory"])
     splits = split_of([s["trajectory"] for s in done], cfg.seed)
     questions = vqa.write(root, splits, seed=cfg.seed)
@@ -236,29 +266,39 @@ def generate(cfg: GenerateConfig, out: str | Path,
     return manifest
 
 
-def _run(todo: list[Job], root: Path, cfg: GenerateConfig) -> Iterator[dict]:
+def _run(
+    todo: list[Job], root: Path, cfg: GenerateConfig, address: str | None, tick: Callable[[], None]
+) -> Iterator[dict]:
     if cfg.actors == 0:
         for job in todo:
-            yield record(job, root, cfg.size, cfg.max_frames)
+            yield record(job, root, cfg.size, cfg.max_frames, tick)
         return
     import ray
 
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=cfg.actors, include_dashboard=False,
-                 log_to_driver=False)
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(
+                address="local", num_cpus=cfg.actors, include_dashboard=False, log_to_driver=False
+            )
     cpus = ray.cluster_resources().get("CPU", 0)
     if cfg.actors > cpus:
         raise ValueError(f"{cfg.actors} actors need {cfg.actors} CPUs; Ray has {cpus:g}")
     worker = ray.remote(num_cpus=1, max_restarts=1)(_Recorder)
-    actors = [worker.remote(str(root.resolve()), cfg.size, cfg.max_frames)
-              for _ in range(cfg.actors)]
+    actors = [
+        worker.remote(str(root.resolve()), cfg.size, cfg.max_frames) for _ in range(cfg.actors)
+    ]
     queue, running, free = list(todo), {}, list(actors)
     try:
         while queue or running:
             while queue and free:
                 actor, job = free.pop(), queue.pop(0)
                 running[actor.record.remote(job)] = (actor, job)
-            ready, _ = ray.wait(list(running), num_returns=1)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=2.0)
+            tick()
+            if not ready:
+                continue
             actor, job = running.pop(ready[0])
             free.append(actor)
             try:
@@ -287,8 +327,9 @@ def stats(root: str | Path) -> dict:
     root = Path(root)
     if not (root / FRAMES).is_dir():
         raise FileNotFoundError(f"{root}: no {FRAMES}/ here (not an mmWalk dataset)")
-    trajectories = sorted(p for p in (root / FRAMES).iterdir()
-                          if p.is_dir() and not p.name.startswith("."))
+    trajectories = sorted(
+        p for p in (root / FRAMES).iterdir() if p.is_dir() and not p.name.startswith(".")
+    )
     per_category: Counter = Counter()
     frames: Counter = Counter()
     landmarks: Counter = Counter()

@@ -2,7 +2,8 @@
 per view, square 90-degree cube faces (walker and dog the four side faces, their up and down
 left black; the drone all six) stitched into an equirectangular panorama (1600 x 900 by
 default: longitude -180..180 degrees left to right, the front face in the middle, latitude
-90..-90 top to bottom), RGB and depth bilinear, semantic nearest.
+90..-90 top to bottom), RGB bilinear, semantic and depth nearest (mmWalk's py360convert
+interpolated depth bilinearly, which averages a pole's edge with the sky behind it).
 
 Encodings (:func:`encode`, :func:`decode`): RGB as it is; semantic 8-bit CARLA class ids;
 depth 16-bit metres x 256, planar per face as CARLA's depth camera reports it (the sky and
@@ -57,8 +58,13 @@ class StitchTable:
         slot = np.cumsum(used) - 1  # a face's index among the rendered ones
         base = slot[which] * face * face
         self.index = np.stack(
-            [base + r0 * face + c0, base + r0 * face + c1, base + r1 * face + c0,
-             base + r1 * face + c1], -1,
+            [
+                base + r0 * face + c0,
+                base + r0 * face + c1,
+                base + r1 * face + c0,
+                base + r1 * face + c1,
+            ],
+            -1,
         ).reshape(-1, 4)
         self.weight = np.stack(
             [(1 - fr) * (1 - fc), (1 - fr) * fc, fr * (1 - fc), fr * fc], -1
@@ -90,6 +96,7 @@ class Panoramas:
         self.scene, self.size, self.face = scene, tuple(size), face
         self.model = mujoco.MjModel.from_xml_string(scene.mjcf(face))
         self.data = mujoco.MjData(self.model)
+        mujoco.mj_kinematics(self.model, self.data)  # geoms in place for ground()'s rays
         try:
             self.renderer = mujoco.Renderer(self.model, face, face)
         except Exception as e:  # noqa: BLE001 - MuJoCo raises its own error types per backend
@@ -101,9 +108,7 @@ class Panoramas:
         self.tag, self.owner = geom_tables(self.model, scene)
         self.movers = [self.model.body(m.name).mocapid[0] for m in scene.movers]
         self.rigs = {v: self.model.body(f"rig_{v}").mocapid[0] for v in VIEW_FACES}
-        self.tables = {
-            v: StitchTable(*self.size, face, faces) for v, faces in VIEW_FACES.items()
-        }
+        self.tables = {v: StitchTable(*self.size, face, faces) for v, faces in VIEW_FACES.items()}
 
     def close(self) -> None:
         self.renderer.close()
@@ -135,8 +140,16 @@ class Panoramas:
         import mujoco
 
         geom = np.array([-1], np.int32)
-        dist = mujoco.mj_ray(self.model, self.data, np.array([xy[0], xy[1], 1.0]),
-                             np.array([0.0, 0.0, -1.0]), STATIC_GROUP, 1, -1, geom)
+        dist = mujoco.mj_ray(
+            self.model,
+            self.data,
+            np.array([xy[0], xy[1], 1.0]),
+            np.array([0.0, 0.0, -1.0]),
+            STATIC_GROUP,
+            1,
+            -1,
+            geom,
+        )
         return 0.0 if dist < 0 else max(1.0 - dist, 0.0)
 
     def faces(self, view: str, modality: str) -> np.ndarray:
@@ -170,7 +183,7 @@ class Panoramas:
                 img = table.bilinear(faces.astype(np.float32))
                 out["rgb"] = np.clip(img + 0.5, 0, 255).astype(np.uint8)
             elif m == "depth":
-                out["depth"] = table.bilinear(faces[..., None])[..., 0]
+                out["depth"] = table.pick(faces, 0.0)
             else:
                 geom = table.pick(faces, SKY)
                 out["geom"] = geom

@@ -147,7 +147,7 @@ class Scene:
 
     def add(self, kind: str, parts: list[Part], xy=None, landmark=None, color="") -> Thing:
         xy = xy if xy is not None else parts[0].pos[:2]
-        name = f"{kind.replace(' ', '_').replace('/', '_')}{len(self.things)}"
+        name = f"{len(self.things)}_{kind.replace(' ', '_').replace('/', '_')}"
         thing = Thing(name, kind, parts, (float(xy[0]), float(xy[1])), landmark, color)
         self.things.append(thing)
         return thing
@@ -160,9 +160,7 @@ class Scene:
     def mjcf(self, face: int = 400) -> str:
         """The scene as an MJCF model whose offscreen buffer fits ``face``-pixel cube faces."""
         look = WEATHER_LOOK[self.weather]
-        geoms = [
-            _geom(p, f"{t.name}/{k}") for t in self.things for k, p in enumerate(t.parts)
-        ]
+        geoms = [_geom(p, f"{t.name}/{k}") for t in self.things for k, p in enumerate(t.parts)]
         bodies = []
         for m in self.movers:
             inner = "".join(_geom(p, f"{m.name}/{k}", group=1) for k, p in enumerate(m.parts))
@@ -208,29 +206,59 @@ FACE_AXES = {  # camera (right, up); it looks along right x up (MuJoCo cameras l
 
 WEATHER_LOOK = {
     "sunny": dict(
-        ambient=(0.35,) * 3, headlight=(0.35,) * 3, sun=(0.6,) * 3, sun_dir=(0.3, 0.2, -1),
-        sky_top=(0.35, 0.55, 0.9), sky_low=(0.75, 0.85, 0.95), fog=(300, 400),
-        fog_rgb=(0.8, 0.8, 0.8), shade=1.0,
+        ambient=(0.35,) * 3,
+        headlight=(0.35,) * 3,
+        sun=(0.6,) * 3,
+        sun_dir=(0.3, 0.2, -1),
+        sky_top=(0.35, 0.55, 0.9),
+        sky_low=(0.75, 0.85, 0.95),
+        fog=(300, 400),
+        fog_rgb=(0.8, 0.8, 0.8),
+        shade=1.0,
     ),
     "cloudy": dict(
-        ambient=(0.4,) * 3, headlight=(0.3,) * 3, sun=(0.3,) * 3, sun_dir=(0, 0, -1),
-        sky_top=(0.55, 0.57, 0.6), sky_low=(0.75, 0.76, 0.78), fog=(300, 400),
-        fog_rgb=(0.7, 0.7, 0.7), shade=0.85,
+        ambient=(0.4,) * 3,
+        headlight=(0.3,) * 3,
+        sun=(0.3,) * 3,
+        sun_dir=(0, 0, -1),
+        sky_top=(0.55, 0.57, 0.6),
+        sky_low=(0.75, 0.76, 0.78),
+        fog=(300, 400),
+        fog_rgb=(0.7, 0.7, 0.7),
+        shade=0.85,
     ),
     "rainy": dict(
-        ambient=(0.3,) * 3, headlight=(0.25,) * 3, sun=(0.2,) * 3, sun_dir=(0, 0, -1),
-        sky_top=(0.3, 0.32, 0.35), sky_low=(0.45, 0.47, 0.5), fog=(40, 160),
-        fog_rgb=(0.45, 0.47, 0.5), shade=0.6,
+        ambient=(0.3,) * 3,
+        headlight=(0.25,) * 3,
+        sun=(0.2,) * 3,
+        sun_dir=(0, 0, -1),
+        sky_top=(0.3, 0.32, 0.35),
+        sky_low=(0.45, 0.47, 0.5),
+        fog=(40, 160),
+        fog_rgb=(0.45, 0.47, 0.5),
+        shade=0.6,
     ),
     "foggy": dict(
-        ambient=(0.45,) * 3, headlight=(0.25,) * 3, sun=(0.2,) * 3, sun_dir=(0, 0, -1),
-        sky_top=(0.78, 0.78, 0.8), sky_low=(0.8, 0.8, 0.82), fog=(2, 35),
-        fog_rgb=(0.8, 0.8, 0.82), shade=0.9,
+        ambient=(0.45,) * 3,
+        headlight=(0.25,) * 3,
+        sun=(0.2,) * 3,
+        sun_dir=(0, 0, -1),
+        sky_top=(0.78, 0.78, 0.8),
+        sky_low=(0.8, 0.8, 0.82),
+        fog=(2, 35),
+        fog_rgb=(0.8, 0.8, 0.82),
+        shade=0.9,
     ),
     "night": dict(
-        ambient=(0.08,) * 3, headlight=(0.12,) * 3, sun=(0.05, 0.05, 0.08), sun_dir=(0, 0, -1),
-        sky_top=(0.01, 0.01, 0.04), sky_low=(0.05, 0.05, 0.1), fog=(300, 400),
-        fog_rgb=(0.05, 0.05, 0.1), shade=0.35,
+        ambient=(0.08,) * 3,
+        headlight=(0.12,) * 3,
+        sun=(0.05, 0.05, 0.08),
+        sun_dir=(0, 0, -1),
+        sky_top=(0.01, 0.01, 0.04),
+        sky_low=(0.05, 0.05, 0.1),
+        fog=(300, 400),
+        fog_rgb=(0.05, 0.05, 0.1),
+        shade=0.35,
     ),
 }
 
@@ -457,8 +485,18 @@ class _Builder:
             for lo, hi in pieces:
                 s.add(
                     "sidewalk",
-                    [box((lo + hi) / 2, side * (ROAD + WALK) / 2, 0.0, (hi - lo) / 2, 2.0, CURB / 2,
-                         "sidewalk", "beige")],
+                    [
+                        box(
+                            (lo + hi) / 2,
+                            side * (ROAD + WALK) / 2,
+                            0.0,
+                            (hi - lo) / 2,
+                            2.0,
+                            CURB / 2,
+                            "sidewalk",
+                            "beige",
+                        )
+                    ],
                 )
 
     def buildings(self) -> None:
@@ -466,8 +504,9 @@ class _Builder:
             x = -STREET
             while x < STREET:
                 width = float(self.rng.uniform(8, 16))
-                blocked = side == 1 and any(lo - 1 < x + width and x < hi + 1
-                                            for lo, hi in self.open_north)
+                blocked = side == 1 and any(
+                    lo - 1 < x + width and x < hi + 1 for lo, hi in self.open_north
+                )
                 if blocked:
                     x += 2.0
                     continue
@@ -487,8 +526,12 @@ class _Builder:
                 parts.append(box(fx, face - side * 0.03, fz, 0.6, 0.05, 0.6, "building", "black"))
         s.add("building", parts, (cx, y), color=color)
         if rng.random() < 0.5:
-            self.entrance(cx + float(rng.uniform(-width / 4, width / 4)), face, side,
-                          stairs=rng.random() < 0.3)
+            self.entrance(
+                cx + float(rng.uniform(-width / 4, width / 4)),
+                face,
+                side,
+                stairs=rng.random() < 0.3,
+            )
 
     def entrance(self, x: float, face: float, side: int, stairs: bool = False) -> Thing:
         s = self.scene
@@ -502,8 +545,16 @@ class _Builder:
         )
         if stairs:
             steps = [
-                box(x, face - side * (0.25 + 0.3 * k), 0.0, 1.0, 0.15, 0.08 * (3 - k), "ground",
-                    "gray")
+                box(
+                    x,
+                    face - side * (0.25 + 0.3 * k),
+                    0.0,
+                    1.0,
+                    0.15,
+                    0.08 * (3 - k),
+                    "ground",
+                    "gray",
+                )
                 for k in range(3)
             ]
             s.add("stairs", steps, (x, face - side * 0.5), "stairs", "gray")
@@ -517,8 +568,10 @@ class _Builder:
                 y = side * (ROAD + 0.6)
                 self.scene.add(
                     "tree",
-                    [cylinder(x, y, 0.15, 0.12, 1.4, "vegetation", "brown"),
-                     sphere(x, y, 3.6, 1.3, "vegetation", "green")],
+                    [
+                        cylinder(x, y, 0.15, 0.12, 1.4, "vegetation", "brown"),
+                        sphere(x, y, 3.6, 1.3, "vegetation", "green"),
+                    ],
                 )
 
     def traffic(self, yield_at: float | None = None) -> None:
@@ -527,25 +580,56 @@ class _Builder:
             lane = -1.75 if k % 2 == 0 else 1.75
             speed = float(rng.uniform(6, 10)) * (1 if lane < 0 else -1)
             color = self.color(["red", "blue", "white", "black", "gray", "yellow"])
-            s.movers.append(Mover(
-                f"car{k}", "car", car(0, 0, 0.0 if speed > 0 else math.pi, color), 0, lane,
-                float(rng.uniform(-STREET, STREET)), speed, -STREET, STREET, yield_at, color,
-            ))
+            s.movers.append(
+                Mover(
+                    f"car{k}",
+                    "car",
+                    car(0, 0, 0.0 if speed > 0 else math.pi, color),
+                    0,
+                    lane,
+                    float(rng.uniform(-STREET, STREET)),
+                    speed,
+                    -STREET,
+                    STREET,
+                    yield_at,
+                    color,
+                )
+            )
         for k in range(int(rng.integers(2, 6))):
             side = 1 if k % 2 == 0 else -1
             lane = side * float(rng.choice([4.2, 6.8]))
             color = self.color(["red", "blue", "white", "black", "green", "yellow"])
-            s.movers.append(Mover(
-                f"person{k}", "pedestrian", pedestrian(color), 0, lane,
-                float(rng.uniform(-40, 40)), float(rng.choice([-1, 1]) * rng.uniform(1.0, 1.6)),
-                -STREET, STREET, None, color,
-            ))
+            s.movers.append(
+                Mover(
+                    f"person{k}",
+                    "pedestrian",
+                    pedestrian(color),
+                    0,
+                    lane,
+                    float(rng.uniform(-40, 40)),
+                    float(rng.choice([-1, 1]) * rng.uniform(1.0, 1.6)),
+                    -STREET,
+                    STREET,
+                    None,
+                    color,
+                )
+            )
 
     def street_furniture(self, avoid: list[tuple[float, float]]) -> None:
         """Landmarks along the sidewalks' outer edges (away from the walking line)."""
-        kinds = ["garbage bin", "poles", "postbox", "manhole cover", "high-voltage box",
-                 "motorcycle/bicycle", "big dumpster", "ATM", "bench", "map board",
-                 "roadside stall"]
+        kinds = [
+            "garbage bin",
+            "poles",
+            "postbox",
+            "manhole cover",
+            "high-voltage box",
+            "motorcycle/bicycle",
+            "big dumpster",
+            "ATM",
+            "bench",
+            "map board",
+            "roadside stall",
+        ]
         for side in (1, -1):
             for x in np.arange(-40.0, 45.0, 7.0):
                 x += float(self.rng.uniform(-2, 2))
@@ -576,29 +660,45 @@ class _Builder:
         self.landmark("bench", x, y + 0.4)
         self.landmark("map board", x - 3.2, WALK - 0.4)
         if self.rng.random() < 0.7:
-            s.add("bus", [box(x + 1, 1.75, 0.3, 5.5, 1.25, 1.4, "bus", "yellow"),
-                          box(x + 1, 1.75 - 1.26, 1.6, 4.8, 0.02, 0.5, "bus", "black")],
-                  (x + 1, 1.75), color="yellow")
+            s.add(
+                "bus",
+                [
+                    box(x + 1, 1.75, 0.3, 5.5, 1.25, 1.4, "bus", "yellow"),
+                    box(x + 1, 1.75 - 1.26, 1.6, 4.8, 0.02, 0.5, "bus", "black"),
+                ],
+                (x + 1, 1.75),
+                color="yellow",
+            )
 
     def crosswalk(self, x: float, danger: bool) -> None:
         s = self.scene
-        stripes = [box(x, y, 0.0, 1.5, 0.25, 0.006, "road_line", "white")
-                   for y in np.arange(-ROAD + 0.4, ROAD, 0.9)]
+        stripes = [
+            box(x, y, 0.0, 1.5, 0.25, 0.006, "road_line", "white")
+            for y in np.arange(-ROAD + 0.4, ROAD, 0.9)
+        ]
         s.add("crosswalk", stripes, (x, 0.0), "pedestrian crossing", "white")
         s.crossing = (x, 1.5)
         s.pedestrian_light = "red" if danger else "green"
         for side in (1, -1):
-            self.landmark("traffic lights", x + side * 2.2, side * (ROAD + 0.35),
-                          s.pedestrian_light)
+            self.landmark(
+                "traffic lights", x + side * 2.2, side * (ROAD + 0.35), s.pedestrian_light
+            )
 
     def gas_station(self, x0: float) -> list[tuple[float, float]]:
         s, rng = self.scene, self.rng
         self.open_north.append((x0, x0 + 28))
         s.add("forecourt", [box(x0 + 14, 21, -0.1, 14, 13, 0.11, "ground", "gray")])
-        pillars = [cylinder(x0 + 14 + dx, 16 + dy, 0.0, 0.25, 2.25, "static", "white")
-                   for dx in (-4.5, 4.5) for dy in (-3, 3)]
-        s.add("gas station", [box(x0 + 14, 16, 4.5, 6, 4.2, 0.3, "static", "red"), *pillars],
-              (x0 + 14, 16), color="red")
+        pillars = [
+            cylinder(x0 + 14 + dx, 16 + dy, 0.0, 0.25, 2.25, "static", "white")
+            for dx in (-4.5, 4.5)
+            for dy in (-3, 3)
+        ]
+        s.add(
+            "gas station",
+            [box(x0 + 14, 16, 4.5, 6, 4.2, 0.3, "static", "red"), *pillars],
+            (x0 + 14, 16),
+            color="red",
+        )
         for dx in (-2.5, 2.5):
             s.add("fuel pump", [box(x0 + 14 + dx, 16, 0.0, 0.4, 0.25, 0.8, "static", "white")])
         s.add("car", car(x0 + 11.5, 13.5, 0.0, self.color(["blue", "white", "black"])))
@@ -616,11 +716,19 @@ class _Builder:
         lines = []
         for row_y in (14.0, 30.0):
             for k in range(11):
-                lines.append(box(x0 + 2 + 2.6 * k, row_y, 0.01, 0.05, 2.4, 0.005, "road_line",
-                                 "white"))
+                lines.append(
+                    box(x0 + 2 + 2.6 * k, row_y, 0.01, 0.05, 2.4, 0.005, "road_line", "white")
+                )
                 if self.rng.random() < 0.65 and k < 10:
-                    s.add("car", car(x0 + 3.3 + 2.6 * k, row_y, math.pi / 2,
-                                     self.color(["red", "blue", "white", "black", "gray"])))
+                    s.add(
+                        "car",
+                        car(
+                            x0 + 3.3 + 2.6 * k,
+                            row_y,
+                            math.pi / 2,
+                            self.color(["red", "blue", "white", "black", "gray"]),
+                        ),
+                    )
         s.add("parking lines", lines)
         s.add("fence", [box(x0 + 15, 36.2, 0.0, 15, 0.05, 0.9, "fence", "gray")], (x0 + 15, 36.2))
         self.landmark("gate", x0 + 4, 8.2)
@@ -633,23 +741,44 @@ class _Builder:
     def plaza(self, x0: float) -> list[tuple[float, float]]:
         s, rng = self.scene, self.rng
         self.open_north.append((x0, x0 + 30))
-        s.add("plaza", [box(x0 + 15, 22, 0.0, 15, 14, 0.04, "sidewalk", "white")],
-              (x0 + 15, 22), "square", "white")
-        s.add("fountain", [cylinder(x0 + 15, 24, 0.0, 3.0, 0.35, "static", "gray"),
-                           cylinder(x0 + 15, 24, 0.0, 2.7, 0.38, "water", "blue"),
-                           cylinder(x0 + 15, 24, 0.0, 0.3, 1.3, "static", "gray")],
-              (x0 + 15, 24), color="gray")
+        s.add(
+            "plaza",
+            [box(x0 + 15, 22, 0.0, 15, 14, 0.04, "sidewalk", "white")],
+            (x0 + 15, 22),
+            "square",
+            "white",
+        )
+        s.add(
+            "fountain",
+            [
+                cylinder(x0 + 15, 24, 0.0, 3.0, 0.35, "static", "gray"),
+                cylinder(x0 + 15, 24, 0.0, 2.7, 0.38, "water", "blue"),
+                cylinder(x0 + 15, 24, 0.0, 0.3, 1.3, "static", "gray"),
+            ],
+            (x0 + 15, 24),
+            color="gray",
+        )
         for k in range(4):
             self.landmark("bench", x0 + 4 + 7 * k, 33.5)
         self.landmark("garbage bin", x0 + 8, 18)
         self.landmark("roadside stall", x0 + 25, 14)
         for k in range(int(rng.integers(3, 6))):
             color = self.color(["red", "blue", "white", "black", "green"])
-            s.movers.append(Mover(
-                f"stroller{k}", "pedestrian", pedestrian(color), 1,
-                x0 + float(rng.uniform(3, 27)), float(rng.uniform(10, 34)),
-                float(rng.choice([-1, 1]) * rng.uniform(0.8, 1.4)), 9.0, 35.0, None, color,
-            ))
+            s.movers.append(
+                Mover(
+                    f"stroller{k}",
+                    "pedestrian",
+                    pedestrian(color),
+                    1,
+                    x0 + float(rng.uniform(3, 27)),
+                    float(rng.uniform(10, 34)),
+                    float(rng.choice([-1, 1]) * rng.uniform(0.8, 1.4)),
+                    9.0,
+                    35.0,
+                    None,
+                    color,
+                )
+            )
         return [(x0 + 2, WALKER_Y), (x0 + 6, 10.5), (x0 + 24, 30.0)]
 
     def corner(self, x0: float) -> list[tuple[float, float]]:
@@ -661,11 +790,15 @@ class _Builder:
         for wx in (x0 + 2.0, x0 + 13.0):
             s.add("sidewalk", [box(wx, 40, 0.0, 2.0, 36.5, CURB / 2, "sidewalk", "beige")])
         for by in np.arange(9.0, 70.0, 14.0):
-            for bx, side in ((x0 - 5.5, 1), (x0 + 20.5, 1)):
+            for bx in (x0 - 5.5, x0 + 20.5):
                 h = float(self.rng.uniform(6, 20))
                 color = self.color(["beige", "gray", "brown", "white"])
-                s.add("building", [box(bx, by + 6, 0.0, 5.0, 6.5, h / 2, "building", color)],
-                      (bx, by + 6), color=color)
+                s.add(
+                    "building",
+                    [box(bx, by + 6, 0.0, 5.0, 6.5, h / 2, "building", color)],
+                    (bx, by + 6),
+                    color=color,
+                )
         self.landmark("poles", x0 + 3.6, 8.0)
         self.landmark("traffic lights", x0 + 3.6, ROAD + 0.35, "green")
         return [(x0 + 2.0, WALKER_Y), (x0 + 2.0, 40.0)]
@@ -678,8 +811,9 @@ def _corner_cases(b: _Builder, route: list[tuple[float, float]], count: int) -> 
     pts = np.array(route, float)
     seg = np.diff(pts, axis=0)
     lengths = np.linalg.norm(seg, axis=1)
-    cases = rng.choice(["narrow path", "barriers", "high obstacles", "uneven road"], count,
-                       replace=False)
+    cases = rng.choice(
+        ["narrow path", "barriers", "high obstacles", "uneven road"], count, replace=False
+    )
     total = lengths.sum()
     for k, case in enumerate(cases):
         at = total * (k + 1) / (count + 1) + float(rng.uniform(-2, 2))
@@ -700,24 +834,39 @@ def _corner_cases(b: _Builder, route: list[tuple[float, float]], count: int) -> 
         elif case == "barriers":
             cx, cy = np.array([x, y]) + n * 0.9
             parts = [box(cx, cy, z0 + 0.2, 1.0, 0.06, 0.25, "static", "orange", yaw)]
-            parts += [box(*(np.array([cx, cy]) + d * e), z0, 0.05, 0.25, 0.2, "static", "white",
-                          yaw) for e in (-0.9, 0.9)]
+            parts += [
+                box(*(np.array([cx, cy]) + d * e), z0, 0.05, 0.25, 0.2, "static", "white", yaw)
+                for e in (-0.9, 0.9)
+            ]
             s.add("barrier", parts, (cx, cy), color="orange")
         elif case == "high obstacles":
             cx, cy = np.array([x, y]) + n * 0.45
-            parts = [box(cx, cy, z0 + 1.7, 0.6, 0.5, 0.15, "static", "yellow", yaw),
-                     cylinder(*(np.array([cx, cy]) + n * 0.6), z0, 0.05, 0.92, "pole", "gray")]
+            parts = [
+                box(cx, cy, z0 + 1.7, 0.6, 0.5, 0.15, "static", "yellow", yaw),
+                cylinder(*(np.array([cx, cy]) + n * 0.6), z0, 0.05, 0.92, "pole", "gray"),
+            ]
             s.add("overhanging sign", parts, (cx, cy), color="yellow")
         else:
-            parts = [box(*(np.array([x, y]) + d * e + n * rng.uniform(-0.5, 0.5)), z0,
-                         0.35, 0.3, float(rng.uniform(0.02, 0.05)), "sidewalk", "gray", yaw)
-                     for e in (-1.2, -0.3, 0.6, 1.4)]
+            parts = [
+                box(
+                    *(np.array([x, y]) + d * e + n * rng.uniform(-0.5, 0.5)),
+                    z0,
+                    0.35,
+                    0.3,
+                    float(rng.uniform(0.02, 0.05)),
+                    "sidewalk",
+                    "gray",
+                    yaw,
+                )
+                for e in (-1.2, -0.3, 0.6, 1.4)
+            ]
             s.add("uneven slabs", parts, (x, y), color="gray")
         s.hazards.append(Hazard(str(case), (float(x), float(y)), 3.0))
 
 
-def build(category: str, seed: int, weather: str | None = None, corner_cases: int | None = None
-          ) -> Scene:
+def build(
+    category: str, seed: int, weather: str | None = None, corner_cases: int | None = None
+) -> Scene:
     """The scene of scenario ``category`` (:data:`CATEGORIES`) for ``seed``; ``weather`` one of
     :data:`WEATHERS` (default: drawn from the seed)."""
     if category not in CATEGORIES:
@@ -755,8 +904,13 @@ def build(category: str, seed: int, weather: str | None = None, corner_cases: in
         b.crosswalk(x, danger)
         yield_at = x
         door = b.entrance(x + 16, -(WALK + 0.5), -1)
-        route = [start, (x, WALKER_Y), (x, -WALKER_Y), (x + 16, -WALKER_Y),
-                 (x + 16, door.xy[1] + 1.0)]
+        route = [
+            start,
+            (x, WALKER_Y),
+            (x, -WALKER_Y),
+            (x + 16, -WALKER_Y),
+            (x + 16, door.xy[1] + 1.0),
+        ]
         s.hazards.append(Hazard("entrance locating", (x + 16, door.xy[1] + 1.0), 5.0))
     if s.crossing is not None:
         case = "cross the road in danger" if s.pedestrian_light == "red" else "cross the road"

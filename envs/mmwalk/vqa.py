@@ -37,17 +37,23 @@ INSTRUCTIONS = {  # mmWalk's test-set instructions per category
     "E2": "Answer should be only in 'Yes' or 'No'",
     "E3": "Answer should be one value. Find answer according to rgb image.",
     "E4": "Answer should be at most 10 words. Find answer according to rgb image. ",
-    "M1": "Find answer according to images, use clockwise description while describing "
-    "direction.",
+    "M1": "Find answer according to images, use clockwise description while describing direction.",
     "M2": "Describe the surrounding environment based on current rgb image.",
     "M3": "Compare different views depend on the question's demand.",
     "H1": "Risk value in answer should be one of 'Low-risk, Moderate risk, High-risk', give 1-2 "
     "Sentences for the reason.",
     "H2": "Find useful concrete visible objects, instance in scene for navigation.",
 }
-COUNTABLE = {"car": "cars", "pedestrian": "pedestrians", "tree": "trees",
-             "traffic lights": "traffic lights", "bench": "benches", "building": "buildings",
-             "garbage bin": "garbage bins", "poles": "poles"}
+COUNTABLE = {
+    "car": "cars",
+    "pedestrian": "pedestrians",
+    "tree": "trees",
+    "traffic lights": "traffic lights",
+    "bench": "benches",
+    "building": "buildings",
+    "garbage bin": "garbage bins",
+    "poles": "poles",
+}
 WHY = {
     "traffic lights": "its signal tells when crossing is safe and it marks the crossing",
     "bus stop": "a fixed shelter on the sidewalk that confirms where you are on the route",
@@ -96,8 +102,15 @@ def questions(meta: dict, rng: np.random.Generator) -> list[dict]:
     out = []
 
     def ask(cat, q, a, kind, value):
-        out.append({"category": cat, "question": q, "answer": a, "answer_type": kind,
-                    "answer_value": value})
+        out.append(
+            {
+                "category": cat,
+                "question": q,
+                "answer": a,
+                "answer_type": kind,
+                "answer_value": value,
+            }
+        )
 
     # E1 general
     ask("E1", "What is the weather now?", f"{meta['weather']}.", "class", meta["weather"])
@@ -109,55 +122,98 @@ def questions(meta: dict, rng: np.random.Generator) -> list[dict]:
         kind, yes = str(rng.choice(seen)), True
     else:
         kind, yes = str(rng.choice(absent)), False
-    ask("E2", f"Is there {_a(kind)} in the scene?", "Yes." if yes else "No.", "yesno",
-        "Yes" if yes else "No")
+    ask(
+        "E2",
+        f"Is there {_a(kind)} in the scene?",
+        "Yes." if yes else "No.",
+        "yesno",
+        "Yes" if yes else "No",
+    )
     cases = meta["corner_cases"]
-    ask("E2", "Is there any corner case for a blind pedestrian here?",
-        f"Yes, {', '.join(cases)}." if cases else "No.", "yesno", "Yes" if cases else "No")
+    ask(
+        "E2",
+        "Is there any corner case for a blind pedestrian here?",
+        f"Yes, {', '.join(cases)}." if cases else "No.",
+        "yesno",
+        "Yes" if cases else "No",
+    )
     # E3 counting (walker view)
     counts = Counter(o["kind"] for o in walker)
     kind = str(rng.choice(sorted(COUNTABLE)))
-    ask("E3", f"How many {COUNTABLE[kind]} can be seen?", str(counts.get(kind, 0)), "number",
-        counts.get(kind, 0))
+    ask(
+        "E3",
+        f"How many {COUNTABLE[kind]} can be seen?",
+        str(counts.get(kind, 0)),
+        "number",
+        counts.get(kind, 0),
+    )
     # E4 attribute: the colour of the nearest coloured object of a kind
     coloured = [o for o in walker if o["color"] and o["kind"] not in ("road", "sidewalk")]
     if coloured:
         o = coloured[int(rng.integers(min(len(coloured), 5)))]
-        ask("E4", f"What color is the nearest {o['kind']}?", f"{o['color'].capitalize()}.",
-            "class", o["color"])
+        ask(
+            "E4",
+            f"What color is the nearest {o['kind']}?",
+            f"{o['color'].capitalize()}.",
+            "class",
+            o["color"],
+        )
     # M1 spatial
     if walker:
         o = walker[int(rng.integers(min(len(walker), 6)))]
-        ask("M1", f"Where is the nearest {o['kind']} relative to you?",
-            f"The {o['kind']} is {_clock(o)}.", "direction",
-            {"distance": o["distance"], "clock": o["clock"]})
+        ask(
+            "M1",
+            f"Where is the nearest {o['kind']} relative to you?",
+            f"The {o['kind']} is {_clock(o)}.",
+            "direction",
+            {"distance": o["distance"], "clock": o["clock"]},
+        )
     # M2 description
     ask("M2", "Describe the surrounding environment.", _describe(meta), "text", None)
     # M3 view comparison: which view shows the most of what is around
     shown = {v: len(meta["objects"][v]) for v in VIEWS}
     best = max(VIEWS, key=lambda v: (shown[v], v == "drone"))
-    ask("M3", "Which view shows the most objects around you?",
+    ask(
+        "M3",
+        "Which view shows the most objects around you?",
         f"The {best} view: it shows {shown[best]} objects (walker {shown['walker']}, drone "
-        f"{shown['drone']}, dog {shown['dog']}).", "class", best)
+        f"{shown['drone']}, dog {shown['dog']}).",
+        "class",
+        best,
+    )
     near = [o for o in meta["objects"]["dog"] if o["distance"] < 6]
     ground_best = "dog" if len(near) >= 1 else best
-    ask("M3", "Which view tells more about obstacles near your feet?",
+    ask(
+        "M3",
+        "Which view tells more about obstacles near your feet?",
         f"The {ground_best} view"
         + (f": it shows {len(near)} objects within 6 m at ground level." if near else "."),
-        "class", ground_best)
+        "class",
+        ground_best,
+    )
     # H1 risk
     r = meta["risk"]
     reasons = [f"{meta['weather'].lower()} weather (+{WEATHERS[meta['weather'].lower()]})"]
     reasons += [f"{c} (+{CORNER_CASES[c]})" for c in cases]
-    ask("H1", "Is the current scenario safe?",
-        f"{r['level']}: risk {r['score']} from {', '.join(reasons)}.", "class", r["level"])
+    ask(
+        "H1",
+        "Is the current scenario safe?",
+        f"{r['level']}: risk {r['score']} from {', '.join(reasons)}.",
+        "class",
+        r["level"],
+    )
     # H2 landmarks and navigation
     marks = [o for o in walker if o["landmark"]][:3]
     if marks:
         text = "; ".join(f"the {o['landmark']} {_clock(o)}: {WHY[o['landmark']]}" for o in marks)
-        ask("H2", "Which landmarks in this scene would be most valuable for a blind pedestrian's "
-            "navigation, and why?", text[0].upper() + text[1:] + ".", "text",
-            [o["landmark"] for o in marks])
+        ask(
+            "H2",
+            "Which landmarks in this scene would be most valuable for a blind pedestrian's "
+            "navigation, and why?",
+            text[0].upper() + text[1:] + ".",
+            "text",
+            [o["landmark"] for o in marks],
+        )
     return out
 
 
@@ -169,8 +225,9 @@ def _describe(meta: dict) -> str:
         parts.append("nearby: " + ", ".join(f"{_a(o['kind'])} {_clock(o)}" for o in static))
     moving = Counter(o["kind"] for o in walker if o["kind"] in ("car", "pedestrian"))
     if moving:
-        parts.append("moving: " + ", ".join(f"{n} {k}{'s' if n > 1 else ''}"
-                                            for k, n in moving.items()))
+        parts.append(
+            "moving: " + ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in moving.items())
+        )
     if meta["corner_cases"]:
         parts.append("watch for " + ", ".join(meta["corner_cases"]))
     text = "; ".join(parts)
@@ -185,9 +242,11 @@ def record(meta: dict, qa: dict) -> dict:
     text = PREAMBLE + INSTRUCTIONS[qa["category"]] + "\nQuestion: " + qa["question"]
     return {
         "conversation": [
-            {"role": "user",
-             "content": [{"type": "image", "image": p} for p in images]
-             + [{"type": "text", "text": text}]},
+            {
+                "role": "user",
+                "content": [{"type": "image", "image": p} for p in images]
+                + [{"type": "text", "text": text}],
+            },
             {"role": "assistant", "content": [{"type": "text", "text": qa["answer"]}]},
         ],
         "difficulty": DIFFICULTY[qa["category"][0]],

@@ -99,8 +99,7 @@ def imu(poses: list[Pose], i: int) -> dict:
     ax, ay = c * acc[0] + s * acc[1], -s * acc[0] + c * acc[1]
     rate = _wrap(p.yaw - poses[i - 1].yaw) / TICK if i > 0 else 0.0
     compass = (math.pi / 2 - p.yaw) % (2 * math.pi)
-    return {"accelerometer": (ax, ay, GRAVITY), "gyroscope": (0.0, 0.0, rate),
-            "compass": compass}
+    return {"accelerometer": (ax, ay, GRAVITY), "gyroscope": (0.0, 0.0, rate), "compass": compass}
 
 
 def imu_text(record: dict) -> str:
@@ -200,8 +199,14 @@ def risk(weather: str, cases: list[str]) -> dict:
     return {"score": score, "level": level}
 
 
-def visible_objects(scene: Scene, geom: np.ndarray, owner: np.ndarray, pose: Pose,
-                    movers: np.ndarray, min_pixels: int) -> list[dict]:
+def visible_objects(
+    scene: Scene,
+    geom: np.ndarray,
+    owner: np.ndarray,
+    pose: Pose,
+    movers: np.ndarray,
+    min_pixels: int,
+) -> list[dict]:
     """The things and movers a view shows with at least ``min_pixels`` pixels (``geom`` the
     view's geom-id panorama, ``owner`` geom -> index into things + movers, ``movers [M, 2+]``
     where the movers are), each with its distance and clock direction from the walker,
@@ -213,13 +218,15 @@ def visible_objects(scene: Scene, geom: np.ndarray, owner: np.ndarray, pose: Pos
         o = objects[k]
         xy = o.xy if k < len(scene.things) else movers[k - len(scene.things)]
         dx, dy = xy[0] - pose.x, xy[1] - pose.y
-        out.append({
-            "name": o.name,
-            "kind": o.kind,
-            "landmark": getattr(o, "landmark", None),
-            "color": o.color,
-            "distance": round(math.hypot(dx, dy), 1),
-            "clock": clock(dx, dy, pose.yaw),
-            "pixels": int(counts[k]),
-        })
+        out.append(
+            {
+                "name": o.name,
+                "kind": o.kind,
+                "landmark": getattr(o, "landmark", None),
+                "color": o.color,
+                "distance": round(math.hypot(dx, dy), 1),
+                "clock": clock(dx, dy, pose.yaw),
+                "pixels": int(counts[k]),
+            }
+        )
     return sorted(out, key=lambda o: o["distance"])

@@ -1,0 +1,300 @@
+"""The walking simulator (envs/mmwalk): scenes, panoramas, encodings, walks, the dataset
+layout, its VQA against the ground truth, and resuming a killed generation."""
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envs.mmwalk import dataset, render, scene, vqa, walk
+from envs.mmwalk.tags import TAG
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_facts_match_mmwalk():
+    assert scene.CORNER_CASES == {
+        "entrance locating": 1,
+        "dead end": 1,
+        "narrow path": 2,
+        "barriers": 3,
+        "cross the road": 3,
+        "high obstacles": 3,
+        "uneven road": 4,
+        "cross the road in danger": 5,
+    }
+    assert scene.WEATHERS == {"sunny": 0, "rainy": 1, "foggy": 2, "cloudy": 1, "night": 2}
+    assert len(scene.LANDMARKS) == 18 and len(scene.CATEGORIES) == 7
+    assert (walk.TICK, walk.SPEED, walk.TURN) == (0.05, 3.0, math.radians(2))
+    assert render.VIEW_OFFSET == {
+        "walker": (0.0, 0.0, 1.5),
+        "dog": (0.8, 0.0, 0.1),
+        "drone": (0.0, 0.0, 3.0),
+    }
+    assert render.PANORAMA == (1600, 900) and render.FACE == 400
+    assert (TAG["sidewalk"], TAG["car"], TAG["bicycle"], TAG["sky"]) == (2, 14, 19, 11)
+    assert [
+        walk.risk("sunny", c)["level"]
+        for c in ([], ["narrow path"], ["barriers", "dead end"], ["uneven road", "narrow path"])
+    ] == ["Low-risk", "Moderate risk", "Moderate risk", "High-risk"]
+
+
+@pytest.mark.parametrize("category", scene.CATEGORIES)
+def test_every_category_builds_compiles_and_walks_its_route(category):
+    import mujoco
+
+    for seed in range(3):
+        s = scene.build(category, seed)
+        mujoco.MjModel.from_xml_string(s.mjcf(32))
+        poses = walk.walk(s)
+        assert len(poses) < walk.MAX_TICKS  # it reached the end of its route
+        end = s.route[-1]
+        assert math.hypot(poses[-1].x - end[0], poses[-1].y - end[1]) < 0.5
+        steps = np.hypot(np.diff([p.x for p in poses]), np.diff([p.y for p in poses]))
+        assert np.all((np.abs(steps - 0.15) < 1e-9) | (steps == 0))  # 3 m/s at 20 Hz, or a turn
+        assert s.weather in scene.WEATHERS
+
+
+def test_the_categories_hold_their_places_and_all_18_landmarks_appear():
+    kinds = set()
+    for category in scene.CATEGORIES:
+        for seed in range(4):
+            kinds |= {t.landmark for t in scene.build(category, seed).landmarks()}
+    assert kinds == set(scene.LANDMARKS)
+    assert any(t.landmark == "bus stop" for t in scene.build("Busstop", 0).things)
+    assert scene.build("Cross", 0).crossing is not None
+    assert "entrance locating" in [h.case for h in scene.build("Gasstation", 0).hazards]
+    assert "dead end" in [h.case for h in scene.build("Parking", 0).hazards]
+    assert any(t.landmark == "square" for t in scene.build("Plaza", 0).things)
+    cases = {
+        h.case for c in scene.CATEGORIES for seed in range(6) for h in scene.build(c, seed).hazards
+    }
+    assert cases == set(scene.CORNER_CASES)
+
+
+def test_bad_category_and_weather_are_named():
+    with pytest.raises(ValueError, match="Busstop"):
+        scene.build("Beach", 0)
+    with pytest.raises(ValueError, match="sunny"):
+        scene.build("Plaza", 0, weather="hail")
+
+
+def test_encodings_round_trip(tmp_path):
+    depth = np.array([[0.0, 1.5, 12.34567], [100.0, 255.99, 4000.0]])
+    stored = render.encode("depth", depth)
+    assert stored.dtype == np.uint16 and stored[1, 1] == round(255.99 * 256)
+    assert stored[1, 2] == 65535  # beyond 255.99 m: clipped
+    np.testing.assert_allclose(render.decode("depth", stored)[:, :2], depth[:, :2], atol=1 / 512)
+    semantic = np.array([[1, 2, 14], [19, 11, 24]], np.uint8)
+    rgb = np.random.default_rng(0).integers(0, 256, (4, 6, 3), dtype=np.uint8)
+    for name, img in (("d", stored), ("s", render.encode("semantic", semantic)), ("r", rgb)):
+        render.write_png(tmp_path / f"{name}.png", img)
+        back = render.read_png(tmp_path / f"{name}.png")
+        assert back.dtype == img.dtype and np.array_equal(back, img)
+
+
+def test_stitching_puts_each_face_where_its_direction_is():
+    table = render.StitchTable(64, 32, 16, render.VIEW_FACES["walker"])
+    faces = np.stack([np.full((16, 16), k, float) for k in range(4)])[..., None]
+    pano = table.bilinear(faces)[..., 0]
+    row = 16  # the horizon
+    # longitude -180..180 left to right: back, left, front, right, back
+    assert [pano[row, c] for c in (0, 16, 32, 48)] == [2.0, 3.0, 0.0, 1.0]
+    assert pano[0, 32] == 0.0 and not table.shown.reshape(32, 64)[0, 32]  # the up face: black
+
+
+def _lone_landmark_scene(offset, kind="traffic lights"):
+    s = scene.Scene("Cross", 0, "sunny")
+    s.add("ground", [scene.box(0, 0, -0.1, 40, 40, 0.1, "sidewalk", "gray")])
+    x, y = offset
+    parts = scene.LANDMARK_BUILDERS[kind](x, y, "red")
+    s.add(kind, parts, (x, y), kind, "red")
+    s.route = [(0.0, 0.0), (10.0, 0.0)]
+    return s
+
+
+def test_a_landmark_shows_at_its_clock_direction_and_distance():
+    # 10 m away, 60 degrees right of straight ahead: 2 o'clock
+    offset = (10 * math.cos(math.radians(-60)), 10 * math.sin(math.radians(-60)))
+    s = _lone_landmark_scene(offset)
+    pano = render.Panoramas(s, size=(360, 180), face=90)
+    try:
+        pano.place((0.0, 0.0), 0.0, np.zeros((0, 3)))
+        out = pano.view("walker", ("semantic", "depth"))
+    finally:
+        pano.close()
+    cols = np.flatnonzero((out["semantic"] == TAG["traffic_light"]).any(0))
+    lon = (cols.mean() + 0.5) / 360 * 360 - 180
+    assert lon == pytest.approx(60, abs=3)  # right of the middle of the panorama
+    light = out["semantic"] == TAG["traffic_light"]
+    # planar depth of the right face, whose axis is 30 degrees off the light
+    assert np.median(out["depth"][light]) == pytest.approx(
+        10 * math.cos(math.radians(30)), rel=0.05
+    )
+    pose = walk.Pose(0.0, 0.0, 0.0, "")
+    seen = walk.visible_objects(s, out["geom"], pano.owner, pose, np.zeros((0, 3)), 3)
+    [seen] = [o for o in seen if o["landmark"]]
+    assert (seen["landmark"], seen["clock"], seen["distance"]) == ("traffic lights", 2, 10.0)
+    assert walk.clock(0, 5, 0.0) == 9 and walk.clock(-5, 0, 0.0) == 6 and walk.clock(5, 0, 0) == 12
+
+
+def test_imu_action_and_corner_cases():
+    s = scene.build("Cross", 2)
+    poses = walk.walk(s)
+    text = walk.imu_text(walk.imu(poses, 3))
+    assert re.fullmatch(
+        r"Accelerometer: \(\S+, \S+, 9\.81\)\nGyroscope: \(\S+, \S+, \S+\)\nCompass: \S+\n", text
+    )
+    assert walk.action_text("WA") == "W: 1\nA: 1\nS: 0\nD: 0\n"
+    assert (
+        walk.action_name("WD") == "Forward Turning Right" and walk.action_name("") == "Stationary"
+    )
+    crossing = [walk.corner_cases(s, p) for p in poses if abs(p.y) < 2]
+    case = "cross the road in danger" if s.pedestrian_light == "red" else "cross the road"
+    assert crossing and all(case in c for c in crossing)
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mmwalk")
+    cfg = dataset.GenerateConfig(trajectories=7, size=(96, 48), max_frames=16, actors=0)
+    manifest = dataset.generate(cfg, out)
+    return out, manifest
+
+
+def test_the_dataset_has_mmwalks_layout(small_dataset):
+    out, manifest = small_dataset
+    names = [t["trajectory"] for t in manifest["trajectories"]]
+    assert names == sorted(f"{c}01" for c in scene.CATEGORIES)
+    t = out / "QAFrames" / "Busstop01"
+    for view in ("walker", "dog", "drone"):
+        for m in ("rgb", "depth", "semantic"):
+            img = render.read_png(t / view / m / "000000.png")
+            assert img.shape[:2] == (48, 96)
+            assert img.dtype == (np.uint16 if m == "depth" else np.uint8)
+    assert (t / "imu" / "000015.txt").read_text().startswith("Accelerometer: (")
+    assert (t / "action" / "000000.txt").read_text().startswith("W: ")
+    meta = json.loads((t / "Json" / "000010.json").read_text())
+    assert meta["views"]["dog"]["depth"] == "dog/depth/000010.png"
+    assert len(list((t / "Json").iterdir())) == 16
+    assert set(manifest["splits"].values()) == {"train", "val", "test"}
+    walker_rgb = render.read_png(t / "walker" / "rgb" / "000000.png")
+    assert walker_rgb[:4].max() == 0 and walker_rgb[20:28].std() > 3  # up face black
+    drone_rgb = render.read_png(t / "drone" / "rgb" / "000000.png")
+    assert drone_rgb[:4].max() > 0  # the drone renders its up face
+
+
+def test_every_vqa_category_matches_the_ground_truth(small_dataset):
+    out, manifest = small_dataset
+    seen = set()
+    for split in ("train", "val", "test"):
+        for cat in vqa.CATEGORIES:
+            for line in (out / f"{split}_data_chat" / f"{cat}.jsonl").open():
+                r = json.loads(line)
+                seen.add(cat)
+                images = [c["image"] for c in r["conversation"][0]["content"][:4]]
+                assert all((out / f"{split}_data_chat" / p).resolve().is_file() for p in images)
+                meta = json.loads(
+                    (out / "QAFrames" / r["trajectory"] / "Json" / f"{r['frame']}.json").read_text()
+                )
+                _check(r, meta)
+    assert seen == set(vqa.CATEGORIES)
+
+
+def _check(r: dict, meta: dict) -> None:
+    q = r["conversation"][0]["content"][-1]["text"].split("Question: ")[1]
+    value, walker = r["answer_value"], meta["objects"]["walker"]
+    cat = r["category"]
+    if cat == "E1":
+        assert value in (meta["weather"], meta["action"])
+    elif cat == "E2" and q.startswith("Is there a"):
+        kind = (
+            q.removeprefix("Is there an ")
+            .removeprefix("Is there a ")
+            .removesuffix(" in the scene?")
+        )
+        assert (value == "Yes") == any(o["landmark"] == kind for o in walker)
+    elif cat == "E2":
+        assert (value == "Yes") == bool(meta["corner_cases"])
+    elif cat == "E3":
+        plural = q.removeprefix("How many ").removesuffix(" can be seen?")
+        kind = {v: k for k, v in vqa.COUNTABLE.items()}[plural]
+        assert value == sum(o["kind"] == kind for o in walker)
+    elif cat == "E4":
+        kind = q.removeprefix("What color is the nearest ").removesuffix("?")
+        assert value in {o["color"] for o in walker if o["kind"] == kind}
+    elif cat == "M1":
+        kind = q.removeprefix("Where is the nearest ").removesuffix(" relative to you?")
+        assert value in [
+            {"distance": o["distance"], "clock": o["clock"]} for o in walker if o["kind"] == kind
+        ]
+    elif cat == "H1":
+        assert value == walk.risk(meta["weather"].lower(), meta["corner_cases"])["level"]
+    elif cat == "H2":
+        assert value == [o["landmark"] for o in walker if o["landmark"]][:3]
+    elif cat == "M3" and "most objects" in q:
+        counts = {v: len(meta["objects"][v]) for v in ("walker", "drone", "dog")}
+        assert counts[value] == max(counts.values())
+
+
+def test_stats_counts_the_dataset(small_dataset):
+    out, manifest = small_dataset
+    s = dataset.stats(out)
+    assert s["trajectories"] == {c: 1 for c in scene.CATEGORIES}
+    assert s["frames_total"] == 7 * 16 and s["unfinished"] == []
+    assert sum(sum(v.values()) for v in s["questions"].values()) == sum(
+        sum(v.values()) for v in manifest["questions"].values()
+    )
+
+
+def test_a_killed_generation_resumes_with_nothing_lost_or_corrupt(tmp_path):
+    args = [
+        sys.executable,
+        "-m",
+        "arena",
+        "mmwalk",
+        "generate",
+        "--trajectories",
+        "2",
+        "--size",
+        "64x32",
+        "--max-frames",
+        "30",
+        "--actors",
+        "0",
+    ]
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*args, "--out", str(killed)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and dataset.frames_on_disk(killed) < 10:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = dataset.frames_on_disk(killed)
+    assert 10 <= partial < 60
+    subprocess.run(
+        [*args, "--out", str(killed)], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    whole = tmp_path / "whole"
+    subprocess.run([*args, "--out", str(whole)], cwd=ROOT, env=env, check=True, capture_output=True)
+    files = sorted(p.relative_to(whole) for p in (whole / "QAFrames").rglob("*") if p.is_file())
+    assert len(files) == 2 * (1 + 30 * 12)  # trajectory.json; 9 PNGs, imu, action, Json a frame
+    for rel in files:
+        assert (killed / rel).read_bytes() == (whole / rel).read_bytes(), rel
+    assert not [p for p in (killed / "QAFrames").iterdir() if p.name.startswith(".")]
+    assert not list(killed.rglob("*.tmp"))
