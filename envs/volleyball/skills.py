@@ -22,9 +22,8 @@ Rewards: 10 for the hit; every step before it 0.2 / (1 + (2 g)^2), g the distanc
 from the drone to where the ball will come down to 0.1 m above it (a signal of where to be long
 before the ball is near, which a distance to the ball is not); ``serve``, ``pass`` and ``attack``,
 at the hit, 10 / (1 + (e / r)^2) with e the distance from the target of where the ball's free flight
-will land (0 into the net), half of it, the other half by how near the ball's velocity is to
-the one that lofts it onto the target in 1.6 s (VolleyBots' serve and attack drills pay the
-ball's closeness to the target every step of the flight instead); at the end 10
+will land, 0 if it flies into the net (VolleyBots' serve and attack drills pay the ball's
+closeness to the target every step of the flight instead); at the end 10
 / (1 + (e / r)^2) with e the distance from the target where the ball comes down (``pass``,
 ``set``: through the target's height, 2 m; ``serve``, ``attack``: on the floor, r = 3 m and 5
 more for landing inside the other half; r = 2 m else); -10 for a miss, a fault, the ball in
@@ -91,7 +90,6 @@ class SkillDrill(VolleyballBatch):
     OVER_NET = False  # the ball must cross the net and land (serve, attack)
     RADIUS = 2.0
     AIM = 0.0  # weight of the aim at the hit (serve, attack)
-    FLIGHT = 1.6  # s: the flight of the ideal serve or attack (clears the net from the court)
 
     def layout(self) -> Layout:
         return Layout(1, court=COURT)
@@ -138,22 +136,15 @@ class SkillDrill(VolleyballBatch):
 
     def _aim(self, ball: np.ndarray, vel: np.ndarray) -> np.ndarray:
         """How well a ball just hit flies: 1 / (1 + (e / r)^2), e the distance from the target
-        of where its free flight comes down (exact: the ball has no drag); 0 for a pass or
-        set that crosses the net. A serve or attack is paid half that (0 unless it clears the
-        net) and half by how near its velocity is to one that lofts it onto the target in
-        ``FLIGHT`` seconds, 1 / (1 + (|v - v*| / 4 m/s)^2): a smooth signal that leads from a
-        ball popped up on its own side to one that crosses."""
+        of where its free flight comes down (exact: the ball has no drag); 0 for a serve or an
+        attack into the net, or a pass that crosses it."""
         down = intercept(ball, vel, np.maximum(self.target[:, 2], LAND_Z))
         error = np.linalg.norm(down - self.target[:, :2], axis=-1)
-        closeness = 1.0 / (1 + np.square(error / self.RADIUS))
-        if not self.OVER_NET:
-            return np.where(down[:, 0] > 0, closeness, 0.0)
         toward = vel[:, 0] < 0
         t = np.where(toward, ball[:, 0] / np.where(toward, -vel[:, 0], 1.0), 0.0)  # to x = 0
         over = toward & (ball[:, 2] + vel[:, 2] * t - 0.5 * GRAVITY * t**2 > NET_HEIGHT + 0.1)
-        ideal = launch(ball, self.target, np.full(len(ball), self.FLIGHT))
-        match = 1.0 / (1 + np.square(np.linalg.norm(vel - ideal, axis=-1) / 4.0))
-        return 0.5 * np.where(over, closeness, 0.0) + 0.5 * match
+        fine = over if self.OVER_NET else down[:, 0] > 0  # a pass or set stays on this side
+        return np.where(fine, 1.0 / (1 + np.square(error / self.RADIUS)), 0.0)
 
     def _observe(self):
         w = self.worlds
