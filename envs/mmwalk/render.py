@@ -66,16 +66,20 @@ class StitchTable:
             ],
             -1,
         ).reshape(-1, 4)
-        self.weight = np.stack(
-            [(1 - fr) * (1 - fc), (1 - fr) * fc, fr * (1 - fc), fr * fc], -1
-        ).reshape(-1, 4)
+        self.weight = (
+            np.stack([(1 - fr) * (1 - fc), (1 - fr) * fc, fr * (1 - fc), fr * fc], -1)
+            .reshape(-1, 4)
+            .astype(np.float32)
+        )
         self.nearest = self.index[np.arange(len(self.index)), self.weight.argmax(-1)]
         self.shape = (height, width)
 
     def bilinear(self, faces: np.ndarray) -> np.ndarray:
-        """Faces ``[F, S, S, C]`` (float) -> panorama ``[H, W, C]``."""
+        """Faces ``[F, S, S, C]`` -> panorama ``[H, W, C]`` (float32)."""
         flat = faces.reshape(-1, faces.shape[-1])
-        out = np.einsum("nk,nkc->nc", self.weight, flat[self.index])
+        out = np.zeros((len(self.index), flat.shape[-1]), np.float32)
+        for k in range(4):  # four gathers: half the time of one einsum over [N, 4, C]
+            out += flat[self.index[:, k]] * self.weight[:, k : k + 1]
         out[~self.shown] = 0
         return out.reshape(*self.shape, -1)
 
@@ -180,7 +184,7 @@ class Panoramas:
         for m in modalities:
             faces = self.faces(view, m)
             if m == "rgb":
-                img = table.bilinear(faces.astype(np.float32))
+                img = table.bilinear(faces)
                 out["rgb"] = np.clip(img + 0.5, 0, 255).astype(np.uint8)
             elif m == "depth":
                 out["depth"] = table.pick(faces, 0.0)

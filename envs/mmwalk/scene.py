@@ -566,6 +566,8 @@ class _Builder:
                 if side == 1 and any(lo - 2 < x < hi + 2 for lo, hi in self.open_north):
                     continue
                 y = side * (ROAD + 0.6)
+                if route_distance(self.scene.route, (x, y)) < 2.5:
+                    continue
                 self.scene.add(
                     "tree",
                     [
@@ -643,6 +645,8 @@ class _Builder:
                 y = side * (ROAD + 0.5 if kind in ("poles", "manhole cover") else WALK - 0.6)
                 if kind == "manhole cover":
                     y = side * (ROAD + 1.2)
+                if route_distance(self.scene.route, (x, y)) < 1.2:
+                    continue  # where the walk crosses the sidewalk
                 self.landmark(kind, x, y)
 
     # the categories' places
@@ -802,6 +806,17 @@ class _Builder:
         self.landmark("poles", x0 + 3.6, 8.0)
         self.landmark("traffic lights", x0 + 3.6, ROAD + 0.35, "green")
         return [(x0 + 2.0, WALKER_Y), (x0 + 2.0, 40.0)]
+
+
+def route_distance(route, xy) -> float:
+    """How far ``xy`` is from the walker's route (a polyline)."""
+    p = np.asarray(xy, float)
+    best = math.inf
+    for a, b in zip(route[:-1], route[1:], strict=False):
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        t = np.clip(np.dot(p - a, b - a) / max(np.dot(b - a, b - a), 1e-9), 0, 1)
+        best = min(best, float(np.linalg.norm(a + t * (b - a) - p)))
+    return best
 
 
 def _corner_cases(b: _Builder, route: list[tuple[float, float]], count: int) -> None:

@@ -114,7 +114,7 @@ def imu_text(record: dict) -> str:
 
 class Traffic:
     """The scene's movers over time; a car waits before a crossing while the walker is on
-    it. :meth:`step` advances one tick; :attr:`state` is ``[M, 3]`` (x, y, yaw)."""
+    it, a pedestrian rather than walk into the walker. :meth:`step` advances one tick; :attr:`state` is ``[M, 3]`` (x, y, yaw)."""
 
     def __init__(self, scene: Scene, poses: list[Pose]):
         self.scene = scene
@@ -150,6 +150,11 @@ class Traffic:
         )
         for k, m in enumerate(self.scene.movers):
             new = self.pos[k] + m.speed * TICK
+            if m.kind == "pedestrian":
+                at = (new, m.lane) if m.axis == 0 else (m.lane, new)
+                if math.hypot(at[0] - walker.x, at[1] - walker.y) < 1.2:
+                    continue  # steps aside for the walker: waits
+
             if m.kind == "car" and on_crossing and m.yield_at is not None:
                 line = m.yield_at - math.copysign(4.5, m.speed)
                 if (self.pos[k] - line) * (new - line) <= 0 or new == line:
