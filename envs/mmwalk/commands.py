@@ -26,6 +26,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("dir")
     s.add_argument("--json", action="store_true")
     s.set_defaults(arena_handler="envs.mmwalk.commands:stats")
+    e = msub.add_parser("eval-vqa", help="score VQA predictions per category and scenario")
+    e.add_argument("predictions", help="a directory of <category>.jsonl, or one JSONL file")
+    e.add_argument("dataset")
+    e.add_argument("--split", default="test", choices=["train", "val", "test"])
+    e.add_argument(
+        "--judge", default="overlap", help="free text: overlap, openai, or module:function"
+    )
+    e.add_argument("--judge-url", default="", help="openai judge: base URL (.../v1)")
+    e.add_argument("--judge-model", default="", help="openai judge: model name")
+    e.add_argument("--samples", default=None, help="write the scored samples here (JSONL)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(arena_handler="envs.mmwalk.commands:eval_vqa")
+    b = msub.add_parser("baseline", help="predictions from train answers: majority or random")
+    b.add_argument("kind", choices=["majority", "random"])
+    b.add_argument("dataset")
+    b.add_argument("--out", required=True, help="directory for <category>.jsonl")
+    b.add_argument("--split", default="test", choices=["train", "val", "test"])
+    b.add_argument("--seed", type=int, default=0)
+    b.set_defaults(arena_handler="envs.mmwalk.commands:baseline")
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -106,4 +125,37 @@ def stats(args) -> int:
     )
     if s["unfinished"]:
         print(f"  unfinished (a re-run of generate resumes them): {', '.join(s['unfinished'])}")
+    return 0
+
+
+def eval_vqa(args) -> int:
+    from envs.mmwalk import scoring
+
+    judge = scoring.load_judge(args.judge, args.judge_url, args.judge_model)
+    result = scoring.evaluate(args.predictions, args.dataset, args.split, judge)
+    samples = result.pop("samples")
+    if args.samples:
+        with open(args.samples, "w") as fh:
+            fh.writelines(json.dumps(s) + "\n" for s in samples)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(
+        f"{args.predictions} on {args.dataset} ({args.split}, {len(samples)} questions; "
+        "score = (mean - 1) / 4 x 100 of 1-5 scores)"
+    )
+    for title, rows in (("category", result["per_category"]), ("scenario", result["per_scenario"])):
+        print(
+            f"  {title:10s}  "
+            + "  ".join(f"{k} {v['standardized_score']:5.1f}" for k, v in rows.items())
+        )
+    print(f"  overall     {result['overall']['standardized_score']:.1f}")
+    return 0
+
+
+def baseline(args) -> int:
+    from envs.mmwalk import scoring
+
+    out = scoring.baseline(args.dataset, args.kind, args.out, args.split, args.seed)
+    print(f"{args.kind} predictions for {args.split}: {out}")
     return 0

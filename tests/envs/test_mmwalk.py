@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.mmwalk import dataset, render, scene, vqa, walk
+from envs.mmwalk import dataset, render, scene, scoring, vqa, walk
 from envs.mmwalk.tags import TAG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,3 +298,47 @@ def test_a_killed_generation_resumes_with_nothing_lost_or_corrupt(tmp_path):
         assert (killed / rel).read_bytes() == (whole / rel).read_bytes(), rel
     assert not [p for p in (killed / "QAFrames").iterdir() if p.name.startswith(".")]
     assert not list(killed.rglob("*.tmp"))
+
+
+def test_matching_scores_numbers_directions_and_classes():
+    assert scoring.match("number", 2, "2", "There are 2.") == 5.0
+    assert scoring.match("number", 2, "2", "three") == 3.0
+    assert scoring.match("number", 2, "2", "none") == 1.0
+    where = {"distance": 10.0, "clock": 2}
+    assert scoring.match("direction", where, "", "about 10 m at your 2 o'clock") == 5.0
+    assert scoring.match("direction", where, "", "14 meters at your 3 o'clock") == 3.0
+    assert scoring.match("direction", where, "", "at your 8 o'clock, 30 m") == 1.0
+    assert scoring.match("class", "Moderate risk", "", "Moderate-risk: night.") == 5.0
+    assert scoring.match("class", "Night", "", "Sunny.") == 1.0
+    assert scoring.match("yesno", "No", "", "No, there is none.") == 5.0
+    assert scoring.match("yesno", "No", "", "Yes.") == 1.0
+    assert scoring.match("text", None, "a b", "a b") is None
+    assert scoring.overlap_judge("q", "a bench at 3 m", "a bench at 3 m") == 5.0
+    assert scoring.overlap_judge("q", "a bench", "cars") == 1.0
+
+
+def test_eval_vqa_scores_the_truth_full_and_baselines_lower(small_dataset, tmp_path):
+    out, _ = small_dataset
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    for p in (out / "test_data_chat").glob("*.jsonl"):
+        (truth / f"{p.stem}_model.jsonl").write_text(p.read_text())  # mmWalk's naming
+    perfect = scoring.evaluate(truth, out)
+    assert perfect["overall"]["standardized_score"] == 100.0
+    assert set(perfect["per_category"]) == set(vqa.CATEGORIES)
+    scores = {}
+    for kind in ("majority", "random"):
+        pred = scoring.baseline(out, kind, tmp_path / kind)
+        scores[kind] = scoring.evaluate(pred, out)["overall"]["standardized_score"]
+        assert scores[kind] < 100.0
+    one_file = tmp_path / "all.jsonl"
+    one_file.write_text(
+        "".join((tmp_path / "majority" / f"{c}.jsonl").read_text() for c in vqa.CATEGORIES)
+    )
+    assert scoring.evaluate(one_file, out)["overall"]["standardized_score"] == scores["majority"]
+    (tmp_path / "majority" / "E1.jsonl").write_text("")
+    with pytest.raises(ValueError, match="line-aligned"):
+        scoring.evaluate(tmp_path / "majority", out)
+    with pytest.raises(ValueError, match="module:function"):
+        scoring.load_judge("gpt")
+    assert scoring.load_judge("envs.mmwalk.scoring:overlap_judge") is scoring.overlap_judge
