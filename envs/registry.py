@@ -33,7 +33,7 @@ Ref = str | Callable[..., Any]
 """A callable, or where to import it from: ``"package.module:attr"``."""
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_][A-Za-z0-9_-]*-v\d+$")  # MiniWoB++ names hold "-"
-FAMILIES = ("envs.mpe", "envs.smac", "envs.volleyball", "envs.web")
+FAMILIES = ("envs.mpe", "envs.smac", "envs.volleyball", "envs.web", "envs.mmwalk")
 EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco", "selenium": "web", "miniwob": "web", "Crypto": "web"}
 """A family's heavy package -> the pyproject extra that installs it."""
 

@@ -103,8 +103,13 @@ class ImageEncoder(nn.Module):
         super().__init__()
         h, w, c = shape
         layers: list[nn.Module] = []
+        size = min(h, w)
         for i, out in enumerate(channels):
-            layers += [nn.Conv2d(c, out, 4 if i == 0 else 3, stride=2 if i == 0 else 1), nn.ReLU()]
+            # the first layer halves the frame; later ones halve it while it is 16 or more
+            # pixels across (84 x 84 -> 41 -> 20 -> 9), so the flat features stay small
+            kernel, stride = (4, 2) if i == 0 else (3, 2 if size >= 16 else 1)
+            layers += [nn.Conv2d(c, out, kernel, stride=stride), nn.ReLU()]
+            size = (size - kernel) // stride + 1
             c = out
         self.conv = nn.Sequential(*layers, nn.Flatten())
         with torch.no_grad():

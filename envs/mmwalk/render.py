@@ -112,7 +112,12 @@ class Panoramas:
         self.tag, self.owner = geom_tables(self.model, scene)
         self.movers = [self.model.body(m.name).mocapid[0] for m in scene.movers]
         self.rigs = {v: self.model.body(f"rig_{v}").mocapid[0] for v in VIEW_FACES}
-        self.tables = {v: StitchTable(*self.size, face, faces) for v, faces in VIEW_FACES.items()}
+        self._tables: dict[str, StitchTable] = {}
+
+    def table(self, view: str) -> StitchTable:
+        if view not in self._tables:  # built on first use: the env renders single faces only
+            self._tables[view] = StitchTable(*self.size, self.face, VIEW_FACES[view])
+        return self._tables[view]
 
     def close(self) -> None:
         self.renderer.close()
@@ -156,9 +161,10 @@ class Panoramas:
         )
         return 0.0 if dist < 0 else max(1.0 - dist, 0.0)
 
-    def faces(self, view: str, modality: str) -> np.ndarray:
-        """The rendered faces of ``view``: ``[F, S, S, 3]`` uint8 RGB, ``[F, S, S]`` float
-        depth (metres) or int geom ids (-1: sky)."""
+    def faces(self, view: str, modality: str, which: tuple[str, ...] | None = None) -> np.ndarray:
+        """The rendered faces of ``view`` (``which``: a subset, e.g. ``("front",)``):
+        ``[F, S, S, 3]`` uint8 RGB, ``[F, S, S]`` float depth (metres) or int geom ids (-1:
+        sky)."""
         import mujoco
 
         r = self.renderer
@@ -167,7 +173,7 @@ class Panoramas:
         elif modality == "semantic":
             r.enable_segmentation_rendering()
         out = []
-        for face in VIEW_FACES[view]:
+        for face in which or VIEW_FACES[view]:
             r.update_scene(self.data, camera=f"{view}_{face}")
             r.scene.flags[mujoco.mjtRndFlag.mjRND_FOG] = self.fog and modality == "rgb"
             img = r.render()
@@ -179,7 +185,7 @@ class Panoramas:
     def view(self, view: str, modalities=MODALITIES) -> dict[str, np.ndarray]:
         """Panoramas of ``view``: ``rgb [H, W, 3]`` uint8, ``depth [H, W]`` float metres,
         ``semantic [H, W]`` uint8 class ids and ``geom [H, W]`` int geom ids (-1: sky)."""
-        table = self.tables[view]
+        table = self.table(view)
         out = {}
         for m in modalities:
             faces = self.faces(view, m)

@@ -175,7 +175,7 @@ class Scene:
 <statistic extent="100" center="0 0 0"/>
 <visual>
   <global offwidth="{face}" offheight="{face}" fovy="90"/>
-  <quality shadowsize="0" offsamples="0"/>
+  <quality shadowsize="0" offsamples="0" numslices="12" numstacks="6" numquads="1"/>
   <headlight ambient="{_v(look["ambient"])}" diffuse="{_v(look["headlight"])}" specular="0 0 0"/>
   <map znear="0.0005" zfar="3" fogstart="{fog[0]}" fogend="{fog[1]}"/>
   <rgba fog="{_v(look["fog_rgb"])} 1"/>
@@ -185,7 +185,7 @@ class Scene:
 </asset>
 <worldbody>
   <light directional="true" pos="0 0 100" dir="{_v(look["sun_dir"])}" diffuse="{_v(look["sun"])}" castshadow="false"/>
-  <geom name="terrain" type="plane" size="200 200 0.1" pos="0 0 -0.02" rgba="{_v(_shade(COLORS["green"], look["shade"]))} 1" contype="0" conaffinity="0"/>
+  <geom name="terrain" type="box" size="200 200 0.01" pos="0 0 -0.03" rgba="{_v(_shade(COLORS["green"], look["shade"]))} 1" contype="0" conaffinity="0"/>
   {"".join(geoms)}
   {"".join(bodies)}
 </worldbody>
