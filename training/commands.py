@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(arena_handler="training.commands:run_eval")
     _register_crossplay(sub)
     _register_hierarchy(sub)
+    _register_vqa(sub)
 
     d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
     d.add_argument("--timesteps", type=int, default=1_000_000)
@@ -367,4 +368,39 @@ def _print_report(report: dict, out: str | None) -> int:
     if out:
         write_atomic(Path(out), text + "\n")
     print(text)
+    return 0
+
+
+def _register_vqa(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("vqa", help="a learned VQA baseline for an mmwalk dataset")
+    vsub = v.add_subparsers(dest="vqa_command", required=True)
+    t = vsub.add_parser("train", help="train on the dataset's train split")
+    t.add_argument("dataset")
+    t.add_argument("--out", required=True, help="directory for model.pt and vocab.json")
+    t.add_argument("--epochs", type=int, default=8)
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(arena_handler="training.commands:run_vqa_train")
+    p = vsub.add_parser("predict", help="write predictions (eval-vqa's format)")
+    p.add_argument("run")
+    p.add_argument("dataset")
+    p.add_argument("--out", required=True, help="directory for <category>.jsonl")
+    p.add_argument("--split", default="test", choices=["train", "val", "test"])
+    p.set_defaults(arena_handler="training.commands:run_vqa_predict")
+
+
+def run_vqa_train(args) -> int:
+    from policies.vqa import VQASettings, train
+
+    if args.epochs < 1:
+        raise ValueError(f"--epochs must be >= 1, got {args.epochs}")
+    out = train(args.dataset, args.out, VQASettings(epochs=args.epochs, seed=args.seed))
+    print(f"model: {out}")
+    return 0
+
+
+def run_vqa_predict(args) -> int:
+    from policies.vqa import predict
+
+    out = predict(args.run, args.dataset, args.out, args.split)
+    print(f"predictions: {out} (score them: arena mmwalk eval-vqa {out} {args.dataset})")
     return 0

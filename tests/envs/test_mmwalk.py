@@ -342,3 +342,48 @@ def test_eval_vqa_scores_the_truth_full_and_baselines_lower(small_dataset, tmp_p
     with pytest.raises(ValueError, match="module:function"):
         scoring.load_judge("gpt")
     assert scoring.load_judge("envs.mmwalk.scoring:overlap_judge") is scoring.overlap_judge
+
+
+def _walker_at(core, i, x, y, yaw):
+    place = core.place(int(core.place_of[i]))
+    core.pose[i] = (x, y, yaw)
+    core.progress[i] = place.along(x, y)[0]
+    return place
+
+
+def test_navigate_pays_progress_the_goal_and_the_hazards():
+    from envs.mmwalk.navigate import NavigateBatch
+
+    core = NavigateBatch(1, seed=0, scenes=1, size=16, auto_reset=False)  # scene 0: Busstop
+    core.reset(seed=0)
+    place = core.place(0)
+    assert place.scene.category == "Busstop"
+    x, y, heading = place.at(2.0)
+    _walker_at(core, 0, x, y, heading)
+    step = core.step({"walker": np.array([[0]])})  # forward along the route: 0.75 m
+    assert core.reward_terms["progress"][0, 0] == pytest.approx(0.75, abs=0.05)
+    assert step.obs["walker"].dtype == np.uint8 and step.obs["walker"].shape == (1, 1, 16, 16, 3)
+    end = place.points[-1]
+    _walker_at(core, 0, end[0] - 1.2, end[1], 0.0)
+    step = core.step({"walker": np.array([[0]])})
+    assert step.terminated[0] and core.reward_terms["goal"][0, 0] == 10.0
+    assert step.info["success"][0] == 1.0
+    core.reset(seed=0)
+    _walker_at(core, 0, 0.0, 1.75, -math.pi / 2)  # on the road, off any crosswalk
+    core.step({"walker": np.array([[1]])})  # turning: no move
+    assert core.reward_terms["road"][0, 0] == -0.3
+    _walker_at(core, 0, 0.0, 5.5, math.pi / 2)  # facing a building 2 m away
+    for _ in range(4):
+        core.step({"walker": np.array([[0]])})
+    assert core.reward_terms["bump"][0, 0] == -0.5 and core.pose[0, 1] < scene.WALK + 0.5
+
+
+def test_navigate_options_are_checked():
+    import envs
+    from envs.registry import EnvError
+
+    with pytest.raises((ValueError, EnvError), match="views"):
+        envs.make("mmwalk/navigate-v0", views=("cat",))
+    env = envs.make("mmwalk/navigate-v0", views=("walker", "dog"), modalities=("depth", "semantic"))
+    obs, _ = env.reset(seed=1)
+    assert obs["walker"].shape == (84, 84, 4) and obs["walker"].dtype == np.uint8
