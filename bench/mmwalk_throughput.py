@@ -4,9 +4,11 @@
 
 Prints one JSON object: per view and modality, panoramas per second on one core (rendering
 the cube faces and stitching, PNG encoding not included) at ``--size``; the whole frame
-(3 views x 3 modalities, encoded and written) per second; and for each actor count, frames per
-second of ``arena mmwalk generate`` (one trajectory per actor, ``--frames`` frames each, Ray
-start-up excluded). Single-threaded (OMP_NUM_THREADS=1).
+(3 views x 3 modalities, encoded and written) per second; ``mmwalk/navigate-v0`` at
+``--env-size`` (its observation frames per second, rendering alone, and env steps per
+second with random actions, traffic and rules included); and for each actor count, frames
+per second of ``arena mmwalk generate`` (one trajectory per actor, ``--frames`` frames each,
+Ray start-up excluded). Single-threaded (OMP_NUM_THREADS=1).
 """
 
 from __future__ import annotations
@@ -49,6 +51,29 @@ def per_view(size, repeats: int) -> dict:
     return out
 
 
+def navigate(size: int, steps: int) -> dict:
+    from envs.mmwalk.navigate import NavigateBatch
+
+    core = NavigateBatch(1, seed=0, size=size, scenes=4)
+    core.reset(seed=0)
+    place = core.place(int(core.place_of[0]))
+    start = time.perf_counter()
+    for _ in range(steps):
+        place.pano.faces("walker", "rgb", ("front",))
+    render_fps = steps / (time.perf_counter() - start)
+    rng = np.random.default_rng(0)
+    start = time.perf_counter()
+    for _ in range(steps):
+        core.step({"walker": rng.integers(5, size=(1, 1))})
+    env_sps = steps / (time.perf_counter() - start)
+    core.close()
+    return {
+        "size": size,
+        "frames_per_s": round(render_fps, 1),
+        "env_steps_per_s": round(env_sps, 1),
+    }
+
+
 def builder(size, frames: int, actors: list[int]) -> dict:
     import ray
 
@@ -78,6 +103,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5, help="panoramas per view and modality")
     p.add_argument("--frames", type=int, default=10, help="frames per trajectory (builder)")
     p.add_argument("--actors", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--env-size", type=int, default=84)
+    p.add_argument("--env-steps", type=int, default=1000)
     args = p.parse_args()
     size = parse_size(args.size)
     result = {"size": list(size), "panoramas_per_s": per_view(size, args.repeats)}
@@ -88,6 +115,7 @@ def main() -> None:
         result["frames_per_s_one_core_written"] = round(
             args.frames / (time.perf_counter() - start), 3
         )
+    result["navigate"] = navigate(args.env_size, args.env_steps)
     if args.actors:
         result["builder"] = builder(size, args.frames, args.actors)
     result["cpus"] = os.cpu_count()

@@ -1,8 +1,11 @@
-"""Learning curves of volleyball runs from their ``metrics.csv``: one panel per run, an
-episode fact (``episode_pos_error``, ``episode_bumps``, ...) against env steps.
+"""Learning curves of runs from their ``metrics.csv``: one panel per run and column (an
+episode fact such as ``episode_pos_error``, ``episode_success``, or the return) against env
+steps.
 
-    .venv/bin/python bench/volleyball_curves.py --out docs/img/volleyball_learning.png \\
+    .venv/bin/python bench/learning_curves.py --out docs/img/volleyball_learning.png \\
         RUN_DIR:episode_pos_error RUN_DIR:episode_bumps
+    .venv/bin/python bench/learning_curves.py --out docs/img/mmwalk/navigate_learning.png \\
+        RUN_DIR:episode_return_mean RUN_DIR:episode_success RUN_DIR:episode_bumps
 
 Prints one JSON line per run: the column's first and last values and the wall time.
 """
@@ -31,11 +34,11 @@ def main() -> None:
         rows = list(csv.DictReader((Path(run) / "metrics.csv").open()))
         steps = [int(r["env_steps"]) / 1e6 for r in rows]
         values = [float(r[column]) for r in rows]
-        env = Path(run).parts[-3]
+        family, env = Path(run).resolve().parts[-4:-2]  # OUT/family/env/algo/name
         ax.plot(steps, values, lw=1.2)
         ax.set_xlabel("env steps (M)")
         ax.set_ylabel(column.removeprefix("episode_").replace("_", " "))
-        ax.set_title(f"volleyball/{env}", fontsize=10)
+        ax.set_title(f"{family}/{env}", fontsize=10)
         ax.grid(alpha=0.3)
         minutes = float(rows[-1]["time_s"]) / 60
         print(json.dumps({"run": run, "column": column, "first": values[0], "last": values[-1],
