@@ -184,6 +184,11 @@ class VolleyballBatch(VectorEnv):
             self.rng = np.random.default_rng(seed)
         everything = np.arange(self.num_envs)
         self._begin(everything)
+        return self.observe()
+
+    def observe(self) -> VectorStep:
+        """A step of no rewards for the worlds as they are now (after a reset, or after a
+        caller set them by hand)."""
         obs = self._observe()
         state = obs.reshape(self.num_envs, -1)
         zeros, no = np.zeros((self.num_envs, self.n), np.float32), np.zeros(self.num_envs, bool)

@@ -10,6 +10,7 @@ from envs.volleyball import coop, drills, match
 from envs.volleyball.core import HOVER_COMMAND, mirror_quat
 from envs.volleyball.physics import GRAVITY, HOVER_THROTTLE, KF, MASS, Worlds
 from envs.volleyball.scene import NET_HEIGHT, Layout, model, xml
+from tests.envs.volleyball_helpers import hover, place_ball
 
 TASKS = [i for i in envs.ids("volleyball")]
 
@@ -171,23 +172,9 @@ def _match(cls, **kw):
     return core
 
 
-def _place_ball(core, pos, vel=(0.0, 0.0, 0.0)):
-    w = core.worlds
-    w.state[0, w.ball_qpos[:3]] = pos
-    w.state[0, w.ball_qvel[:3]] = vel
-    w.read()
-
-
-def _hover(core):
-    return {
-        name: np.full((core.num_envs, g.num_agents, 4), HOVER_COMMAND)
-        for name, g in core.groups.items()
-    }
-
-
 def _play(core, steps=200):
     for _ in range(steps):
-        step = core.step(_hover(core))
+        step = core.step(hover(core))
         if step.terminated[0] or step.truncated[0]:
             return step
     raise AssertionError("the point did not end")
@@ -195,7 +182,7 @@ def _play(core, steps=200):
 
 def test_serve_lands_in_the_servers_half_and_the_server_loses():
     core = _match(match.Match1v1)
-    _place_ball(core, [1.5, 1.0, 3.0])  # falls beside the near drone, in the near half
+    place_ball(core, [1.5, 1.0, 3.0])  # falls beside the near drone, in the near half
     step = _play(core)
     assert step.info["result"][0] == -1 and step.info["battle_won"][0] == 0
     assert core.reward_terms["win"][0].tolist() == [-100.0, 100.0]
@@ -203,7 +190,7 @@ def test_serve_lands_in_the_servers_half_and_the_server_loses():
 
 def test_ball_landing_in_the_far_half_wins_the_point():
     core = _match(match.Match3v3)
-    _place_ball(core, [-4.0, 2.0, 1.0])
+    place_ball(core, [-4.0, 2.0, 1.0])
     step = _play(core)
     assert step.info["result"][0] == 1 and step.info["battle_won"][0] == 1
     assert core.reward_terms["win"][0].tolist() == [100.0] * 3 + [-100.0] * 3
@@ -213,7 +200,7 @@ def test_racket_hit_is_counted_and_rewarded():
     core = _match(match.Match1v1)  # the ball falls 1.5 m onto the near drone's racket
     hit = False
     for _ in range(40):
-        core.step(_hover(core))
+        core.step(hover(core))
         if core.reward_terms["hit"][0, 0] > 0:
             hit = True
             break
@@ -224,7 +211,7 @@ def test_racket_hit_is_counted_and_rewarded():
 def test_body_touch_is_a_fault():
     """The ball hitting the drone from the side (not in the racket) loses the point."""
     core = _match(match.Match1v1)
-    _place_ball(core, [1.5 - 0.45, 0.0, 2.0], vel=(3.0, 0.0, 0.0))
+    place_ball(core, [1.5 - 0.45, 0.0, 2.0], vel=(3.0, 0.0, 0.0))
     step = _play(core, 30)
     assert step.info["result"][0] == -1
 
@@ -234,7 +221,7 @@ def test_second_touch_by_one_drone_is_a_fault_in_3v3():
     server = 2
     core.already_hit[0, server] = True  # as if it had already touched the ball
     for _ in range(60):
-        step = core.step(_hover(core))
+        step = core.step(hover(core))
         if step.terminated[0]:
             break
     assert step.info["result"][0] == -1
@@ -245,23 +232,23 @@ def test_drone_crossing_the_net_loses_the_point():
     w = core.worlds
     w.state[0, w.drone_qpos[0, 0]] = -0.5  # near_0 steps into the far half
     w.read()
-    step = core.step(_hover(core))
+    step = core.step(hover(core))
     assert step.terminated[0] and step.info["result"][0] == -1
 
 
 def test_ball_in_the_net_is_the_last_hitters_fault():
     core = _match(match.Match3v3)
     core.last_team[0] = 1
-    _place_ball(core, [0.1, 0.0, 2.0], vel=(0.0, 0.0, -1.0))
-    step = core.step(_hover(core))
+    place_ball(core, [0.1, 0.0, 2.0], vel=(0.0, 0.0, -1.0))
+    step = core.step(hover(core))
     assert step.terminated[0] and step.info["result"][0] == 1
 
 
 def test_out_of_bounds_in_1v1_counts_at_any_height():
     core = _match(match.Match1v1)
     core.turn[0] = 0  # the far drone hit last
-    _place_ball(core, [-2.0, 2.0, 3.0])  # outside the 3 m width, in the air
-    step = core.step(_hover(core))
+    place_ball(core, [-2.0, 2.0, 3.0])  # outside the 3 m width, in the air
+    step = core.step(hover(core))
     assert step.terminated[0] and step.info["result"][0] == 1
 
 
@@ -270,21 +257,21 @@ def test_crash_and_too_close_end_the_episode_undecided():
     w = core.worlds
     w.state[0, w.drone_qpos[1, :3]] = w.pos[0, 0] + [0.3, 0.0, 0.0]  # near_1 beside near_0
     w.read()
-    step = core.step(_hover(core))
+    step = core.step(hover(core))
     assert step.terminated[0] and step.info["result"][0] == 0
     assert core.reward_terms["too_close"][0, :2].tolist() == [-100.0, -100.0]
     core = _match(match.Match1v1)
     w = core.worlds
     w.state[0, w.drone_qpos[1, 2]] = 0.25
     w.read()
-    step = core.step(_hover(core))
+    step = core.step(hover(core))
     assert step.terminated[0] and core.reward_terms["crash"][0, 1] == -100.0
 
 
 def test_possession_flags_reset_when_the_ball_crosses():
     core = _match(match.Match3v3)
-    _place_ball(core, [-3.0, 0.0, 5.0])
-    core.step(_hover(core))
+    place_ball(core, [-3.0, 0.0, 5.0])
+    core.step(hover(core))
     assert core.already_hit[0].tolist() == [True] * 3 + [False] * 3
 
 
@@ -305,7 +292,7 @@ def test_solo_bump_counts_bumps_and_wrong_hits():
     core.reset(seed=0)
     w = core.worlds
     w.state[0, w.drone_qpos[0]] = [4.5, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0]  # level under the ball
-    _place_ball(core, [4.5, 0.0, 4.0])
+    place_ball(core, [4.5, 0.0, 4.0])
     hover = {"drone": np.full((1, 1, 4), HOVER_COMMAND)}
     for _ in range(60):
         core.step(hover)
@@ -323,7 +310,7 @@ def test_episode_facts_describe_the_episode_that_ended():
     core.reset(seed=0)
     w = core.worlds
     w.state[0, w.drone_qpos[0]] = [4.5, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0]
-    _place_ball(core, [4.5, 0.0, 4.0])
+    place_ball(core, [4.5, 0.0, 4.0])
     while not core.hits[0]:
         core.step({"drone": np.full((1, 1, 4), HOVER_COMMAND)})
     w.state[0, w.drone_qpos[0, 2]] = 0.1  # crash: the episode ends and the world resets
@@ -394,7 +381,7 @@ def test_cooperative_faults_add_up():
     w = core.worlds
     w.state[0, w.drone_qpos[0, 2]] = 0.3
     w.read()
-    _place_ball(core, [4.5, 3.0, 0.15])
+    place_ball(core, [4.5, 3.0, 0.15])
     core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
     assert core.reward_terms["misbehave"][0].tolist() == [-20.0, -10.0]
 
@@ -404,7 +391,7 @@ def test_a_long_contact_counts_once_in_cooperative_tasks():
     core.reset(seed=0)
     w = core.worlds
     w.state[0, w.drone_qpos[0]] = [4.5, -2.5, 2.0, 1.0, 0.0, 0.0, 0.0]
-    _place_ball(core, [4.5, -2.5, 2.2])  # resting in drone 0's racket
+    place_ball(core, [4.5, -2.5, 2.2])  # resting in drone 0's racket
     counted = []
     for t in (10, 11, 12, 13, 14):  # five steps of one contact
         core.t[0] = t
@@ -417,7 +404,7 @@ def test_a_long_contact_counts_once_in_cooperative_tasks():
 def test_the_net_is_drawn_only_and_its_rule_ends_the_episode():
     core = coop.BumpAndPass(1, auto_reset=False)
     core.reset(seed=0)
-    _place_ball(core, [0.5, 0.0, 2.0], vel=(-5.0, 0.0, 0.0))  # into the net
+    place_ball(core, [0.5, 0.0, 2.0], vel=(-5.0, 0.0, 0.0))  # into the net
     xs = []
     for _ in range(10):
         step = core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
@@ -435,7 +422,7 @@ def test_body_touch_takes_the_blame_for_a_ball_in_the_net():
     w = core.worlds
     w.state[0, w.drone_qpos[0, :3]] = [0.6, 0.0, 2.0]
     w.read()
-    _place_ball(core, [0.6 - 0.45, 0.0, 2.0], vel=(3.0, 0.0, 0.0))
+    place_ball(core, [0.6 - 0.45, 0.0, 2.0], vel=(3.0, 0.0, 0.0))
     step = _play(core, 30)
     assert step.info["result"][0] == -1
 
@@ -443,8 +430,8 @@ def test_body_touch_takes_the_blame_for_a_ball_in_the_net():
 def test_3v3_ball_shaping_pays_the_team_that_played_on_the_crossing_step():
     core = _match(match.Match3v3)
     core.already_hit[0] = [True, False, True, True, True, True]  # near_1 may still hit
-    _place_ball(core, [-0.5, 0.0, 4.0])  # the ball is on the far side now
-    core.step(_hover(core))
+    place_ball(core, [-0.5, 0.0, 4.0])  # the ball is on the far side now
+    core.step(hover(core))
     paid = core.reward_terms["ball_distance"][0] > 0
     assert paid.tolist() == [False, True, False, False, False, False]
     assert core.already_hit[0].tolist() == [True] * 3 + [False] * 3  # then the flags switch
@@ -454,7 +441,7 @@ def test_defender_returns_a_spike_it_reaches():
     core = coop.SetAndSpikeHard(1)
     core.reset(seed=0)
     core.turn[0] = 2  # spiked
-    _place_ball(core, [-1.0, 0.0, 2.5], vel=(-4.0, 0.0, -1.0))
+    place_ball(core, [-1.0, 0.0, 2.5], vel=(-4.0, 0.0, -1.0))
     for _ in range(60):
         core.step({"drone": np.full((1, 2, 4), HOVER_COMMAND)})
         if core.returned[0]:
@@ -469,7 +456,7 @@ def test_with_crash_ends_off_the_point_plays_on_through_crowding_and_crashes():
     w.state[0, w.drone_qpos[1, :3]] = w.pos[0, 0] + [0.3, 0.0, 0.0]
     w.state[0, w.drone_qpos[4, 2]] = 0.25  # far_1 on the floor
     w.read()
-    step = core.step(_hover(core))
+    step = core.step(hover(core))
     assert not step.terminated[0]
     assert (
         core.reward_terms["too_close"][0, 0] == -100.0 and core.reward_terms["crash"][0, 4] == -100

@@ -8,24 +8,14 @@ from envs.volleyball import skills
 from envs.volleyball.core import HOVER_COMMAND
 from envs.volleyball.physics import GRAVITY
 from envs.volleyball.scene import NET_HEIGHT
+from tests.envs.volleyball_helpers import hover, place_ball
 
 DRILLS = (skills.Serve, skills.Pass, skills.Set, skills.Attack)
 
 
-def _hover(core):
-    return {"drone": np.full((core.num_envs, 1, 4), HOVER_COMMAND)}
-
-
-def _place_ball(core, pos, vel):
-    w = core.worlds
-    w.state[:, w.ball_qpos[:3]] = pos
-    w.state[:, w.ball_qvel[:3]] = vel
-    w.read()
-
-
 def _until_end(core, steps=300):
     for _ in range(steps):
-        step = core.step(_hover(core))
+        step = core.step(hover(core))
         if step.terminated[0] or step.truncated[0]:
             return step
     raise AssertionError("the drill did not end")
@@ -77,7 +67,7 @@ def test_serve_over_the_net_into_the_target_succeeds():
     core.target[0] = [-4.0, 0.0, 0.0]
     core.touched[0] = True  # as if served: the ball flies from above the server
     start = np.array([[6.0, 0.0, 3.0]])
-    _place_ball(core, start, skills.launch(start, np.array([[-4.0, 0.5, 0.1]]), np.array([1.6])))
+    place_ball(core, start, skills.launch(start, np.array([[-4.0, 0.5, 0.1]]), np.array([1.6])))
     step = _until_end(core)
     assert step.info["success"][0] == 1 and step.terminated[0]
     assert core.reward_terms["placement"][0, 0] > 10.0  # 5 for inside + the closeness
@@ -88,7 +78,7 @@ def test_serve_into_the_net_is_a_fault():
     core = skills.Serve(1, seed=0, auto_reset=False)
     core.reset()
     core.touched[0] = True
-    _place_ball(core, [[4.5, 0.0, 2.2]], [[-8.0, 0.0, 0.0]])
+    place_ball(core, [[4.5, 0.0, 2.2]], [[-8.0, 0.0, 0.0]])
     step = _until_end(core)
     assert step.info["success"][0] == 0
     assert core.reward_terms["fault"][0, 0] == -10.0
@@ -101,7 +91,7 @@ def test_pass_coming_down_at_the_setter_succeeds_and_one_across_the_net_fails():
     core.target[0] = [2.0, -2.0, 2.0]
     core.touched[0] = True
     start = np.array([[4.5, 0.0, 2.5]])
-    _place_ball(core, start, skills.launch(start, np.array([[2.2, -1.8, 1.95]]), np.array([1.3])))
+    place_ball(core, start, skills.launch(start, np.array([[2.2, -1.8, 1.95]]), np.array([1.3])))
     step = _until_end(core)
     assert step.info["success"][0] == 1
     assert core.reward_terms["placement"][0, 0] == pytest.approx(
@@ -109,7 +99,7 @@ def test_pass_coming_down_at_the_setter_succeeds_and_one_across_the_net_fails():
     )
     core.reset()
     core.touched[0] = True
-    _place_ball(core, start, skills.launch(start, np.array([[-2.0, 0.0, 2.0]]), np.array([1.3])))
+    place_ball(core, start, skills.launch(start, np.array([[-2.0, 0.0, 2.0]]), np.array([1.3])))
     step = _until_end(core)
     assert step.info["success"][0] == 0 and core.reward_terms["fault"][0, 0] == -10.0
 
@@ -120,7 +110,7 @@ def test_a_ball_left_alone_is_a_miss():
     core.worlds.state[:, core.worlds.ball_qpos[:2]] += 1.5  # out of the drone's way
     core.worlds.read()
     for _ in range(200):
-        step = core.step(_hover(core))
+        step = core.step(hover(core))
         if step.info is not None:
             break
     assert (step.info["hit"][step.terminated] == 0).all()

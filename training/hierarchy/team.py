@@ -364,19 +364,7 @@ def _incoming_ball(core, rng: np.random.Generator):
     core.side[:] = 1
     core.last_team[:] = 1
     core.hits[:] = 1  # the far team's touch
-    return _observe_step(core)
-
-
-def _observe_step(core):
-    """A ``VectorStep`` of the core's worlds as they are now (after they were set by hand)."""
-    from envs.vector import VectorStep
-
-    obs = core._observe()
-    state = obs.reshape(core.num_envs, -1)
-    split = core._split(obs)
-    no = np.zeros(core.num_envs, bool)
-    zeros = np.zeros((core.num_envs, core.n), np.float32)
-    return VectorStep(split, state, {}, zeros, no, no.copy(), split, state)
+    return core.observe()
 
 
 class Points:
