@@ -12,6 +12,7 @@
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
     arena web traces --tasks T ... [--teacher scripted|openai] [--backend twin|browser]
                 [--episodes N] [--error-rate P] [--workers N] --out DIR
+    arena volleyball demos [--episodes N] [--batch N] [--seed S] --out FILE.npz
 
 Each package registers its subcommands (``<package>/commands.py``: ``register(subparsers)``,
 with ``arena_handler="module:function"``, imported only when that command runs), so
@@ -34,6 +35,7 @@ COMMANDS = (
     "envs.commands",
     "envs.web.commands",
     "envs.mmwalk.commands",
+    "envs.volleyball.commands",
     "training.commands",
     "serve.commands",
     "cluster.commands",

@@ -34,6 +34,11 @@ Ref = str | Callable[..., Any]
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_][A-Za-z0-9_-]*-v\d+$")  # MiniWoB++ names hold "-"
 FAMILIES = ("envs.mpe", "envs.smac", "envs.volleyball", "envs.web", "envs.mmwalk")
+PLUGINS = "arena.envs"
+"""Entry-point group of envs that higher layers define (an env hosting trained policies, such
+as the learned high level of ``training.hierarchy``): each entry point names a function that
+calls :func:`register`. ``envs`` never imports those layers; the installed package's
+metadata (pyproject's ``[project.entry-points."arena.envs"]``) says where they are."""
 EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco", "selenium": "web", "miniwob": "web", "Crypto": "web"}
 """A family's heavy package -> the pyproject extra that installs it."""
 
@@ -139,6 +144,10 @@ def _load_families() -> None:
         _loaded = True
         for module in FAMILIES:
             importlib.import_module(module)
+        from importlib.metadata import entry_points
+
+        for plugin in entry_points(group=PLUGINS):
+            plugin.load()()
 
 
 def ids(family: str | None = None) -> list[str]:

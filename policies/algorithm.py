@@ -97,6 +97,9 @@ class AlgorithmInfo:
         metrics: columns it adds to ``metrics.csv``, read from ``result["arena"]``.
         default_iterations: the iterations a run trains when given no target (else the
             run's default env steps).
+        warm_start: ``warm_start(algo, settings) -> str | None``, called once on a new run's
+            built algorithm (never on a resumed one) before its first iteration; what it
+            returns is printed (PPO: clone demonstrations, ``policies.ppo.demos``).
     """
 
     name: str
@@ -107,6 +110,7 @@ class AlgorithmInfo:
     modules: Callable[..., Any] | None = field(default=None, repr=False)
     metrics: tuple[str, ...] = ()
     default_iterations: int | None = None
+    warm_start: Callable[[Any, Any], str | None] | None = field(default=None, repr=False)
 
     def check(self, env: EnvFacts, recurrent: bool = False) -> None:
         """Raises :class:`AlgorithmMismatch`, naming both, where this cannot train ``env``."""

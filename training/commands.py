@@ -309,6 +309,12 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
         "with Arena, envs/volleyball/assets/team)",
     )
     h.add_argument("--export", metavar="DIR", help="copy the team's weights into DIR instead")
+    h.add_argument(
+        "--high-level",
+        metavar="RUN",
+        help="a run of volleyball/3v3_high-v0: its learned high level instead of the rule "
+        "machine (its team and opponent are the run's)",
+    )
     h.add_argument("--games", type=int, default=1000, help="points, one per world")
     h.add_argument("--seed", type=int, default=0)
     h.add_argument("--greedy", action="store_true", help="greedy actions (default: sampled)")
@@ -342,6 +348,20 @@ def run_hierarchy(args) -> int:
 
     if args.games < 1:
         raise ConfigError("--games must be >= 1")
+    if args.high_level:
+        from training.hierarchy.high_level import play_high_level
+
+        if args.config or args.export or args.render or args.opponent != "flat" or (
+            args.start != "serve"
+        ):
+            raise ConfigError(
+                "--high-level RUN plays the run's own team against its opponent: give no "
+                "CONFIG, --export, --render, --opponent or --start with it"
+            )
+        report = play_high_level(
+            args.high_level, args.games, seed=args.seed, explore=not args.greedy
+        )
+        return _print_report(report, args.out)
     path = Path(args.config) if args.config else BUNDLE / "team.yaml"
     cfg = TeamConfig.from_file(path)
     if args.export:

@@ -193,6 +193,10 @@ class Run:
         self.algo = algo_config.build_algo()
         self.algo.arena_run_dir = self.dir  # where algorithms keep their own files (a league)
         try:
+            if not checkpoint and info.warm_start:
+                said = info.warm_start(self.algo, cfg.settings)
+                if said:
+                    self.console.print(said)
             if checkpoint:
                 self.algo.restore_from_path(str(checkpoint[0].resolve()))
                 self.console.print(

@@ -18,6 +18,7 @@ from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import METRICS
 from policies.hypermarl.module import HyperActorCritic, HyperSettings
 from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo.demos import warm_start
 
 
 @dataclass
@@ -69,5 +70,6 @@ def algorithm(name: str, centralised_critic: bool) -> AlgorithmInfo:
         build=build,
         modules=modules,
         metrics=METRICS,
+        warm_start=warm_start,
     )
     return info

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.diversity import METRICS
 from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo.demos import warm_start
 
 
 @dataclass
@@ -35,4 +36,5 @@ ALGORITHM = AlgorithmInfo(
     build=build,
     modules=modules,
     metrics=METRICS,
+    warm_start=warm_start,
 )

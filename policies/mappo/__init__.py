@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import METRICS
 from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo.demos import warm_start
 
 # The MAPPO paper's SMAC setup (github.com/marlbenchmark/on-policy, onpolicy/config.py and
 # scripts/train_smac*_scripts/): rMAPPO with a GRU over 10-step chunks, MLP 64x64, lr 5e-4,
@@ -106,4 +107,5 @@ ALGORITHM = AlgorithmInfo(
     build=build,
     modules=modules,
     metrics=METRICS,
+    warm_start=warm_start,
 )

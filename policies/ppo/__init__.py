@@ -62,6 +62,13 @@ class PPOSettings:
     """Envs each EnvRunner steps as one batch."""
     model: ModelSettings = field(default_factory=ModelSettings)
     """The network of each module."""
+    demos: str = ""
+    """A demonstrations ``.npz`` (``envs.demos``) the trained modules clone before a new run's
+    first iteration (``policies.ppo.demos``); empty: start from scratch."""
+    demo_epochs: int = 30
+    """Passes over the demonstrations when cloning them."""
+    demo_log_std: float = -1.5
+    """The Gaussian's log standard deviation after cloning (exploration around the clone)."""
 
     def validate(self) -> None:
         finite = all(
@@ -91,11 +98,15 @@ class PPOSettings:
             "train_batch_size": self.train_batch_size > 0,
             "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
             "num_epochs": self.num_epochs > 0,
+            "demo_epochs": self.demo_epochs > 0,
+            "demo_log_std": -5 <= self.demo_log_std <= 1,
             # More envs than a batch has env steps would sample nothing useful (and allocate
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
         }
         bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
+        if self.demos and not os.path.isfile(self.demos):
+            bad.append(f"demos={self.demos!r} (no such file)")
         if not finite:
             bad.append("a float that is not finite")
         bad += self.model.problems()
@@ -103,7 +114,8 @@ class PPOSettings:
             raise ValueError(
                 f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
                 "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1], "
-                "minibatch_size and num_envs_per_env_runner <= train_batch_size)"
+                "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
+                "in [-5, 1])"
             )
 
 

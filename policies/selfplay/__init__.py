@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import DiversityCallback
 from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo.demos import warm_start
 from policies.selfplay.league import META_SOLVERS
 
 TEAMS = ("near", "far")
@@ -114,4 +115,5 @@ ALGORITHM = AlgorithmInfo(
     build=build,
     modules=modules,
     metrics=("population", "opponent", "train_win_rate"),
+    warm_start=warm_start,
 )
