@@ -351,9 +351,8 @@ def run_hierarchy(args) -> int:
     if args.high_level:
         from training.hierarchy.high_level import play_high_level
 
-        if args.config or args.export or args.render or args.opponent != "flat" or (
-            args.start != "serve"
-        ):
+        others = (args.config, args.export, args.render, args.opponent != "flat")
+        if any(others) or args.start != "serve":
             raise ConfigError(
                 "--high-level RUN plays the run's own team against its opponent: give no "
                 "CONFIG, --export, --render, --opponent or --start with it"
