@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--episodes", type=int, default=400, help="serves to try (default 400)")
     d.add_argument("--batch", type=int, default=16, help="starts planned together (default 16)")
     d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--workers", type=int, default=1, help="processes planning batches (default 1)")
     d.add_argument("--out", required=True, help="the .npz file")
     d.set_defaults(arena_handler="envs.volleyball.commands:demos")
 
@@ -31,8 +32,11 @@ def demos(args) -> int:
     from envs.demos import DEMO_KEYS, load_demos, save_demos
     from envs.volleyball.planner import ServePlanner
 
-    if args.episodes < 1 or args.batch < 1:
-        raise ValueError(f"--episodes and --batch must be >= 1, got {args.episodes}, {args.batch}")
+    if min(args.episodes, args.batch, args.workers) < 1:
+        raise ValueError(
+            f"--episodes, --batch and --workers must be >= 1, got {args.episodes}, "
+            f"{args.batch}, {args.workers}"
+        )
     out = Path(args.out)
     if out.suffix != ".npz":
         raise ValueError(f"--out must end in .npz, got {out}")
@@ -61,8 +65,11 @@ def demos(args) -> int:
     )
     with Progress(*columns) as bar:
         job = bar.add_task("serves", total=batches * args.batch, completed=done * args.batch, ok="")
-        for b in range(done, batches):
-            part = planner.demonstrate(args.batch, b)
+        if planner.nominal is None:
+            bar.update(job, ok="searching the nominal serve")
+            planner.find_nominal()
+        parts = _plan(planner, args.batch, range(done, batches), args.workers)
+        for b, part in zip(range(done, batches), parts, strict=True):
             part["episode"] = part["episode"] + episodes
             episodes += int(part["succeeded"])
             succeeded += int(part["succeeded"])
@@ -86,3 +93,15 @@ def demos(args) -> int:
         f"({succeeded / tried:.0%}), {sum(len(x) for x in data['obs'])} steps"
     )
     return 0
+
+
+def _plan(planner, starts: int, batches: range, workers: int):
+    """The demonstrations of each batch, in order (planned by ``workers`` processes)."""
+    if workers == 1:
+        yield from (planner.demonstrate(starts, b) for b in batches)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    with ProcessPoolExecutor(workers) as pool:
+        yield from pool.map(partial(planner.demonstrate, starts), batches)

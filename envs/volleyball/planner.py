@@ -108,7 +108,8 @@ class ServePlanner:
 
     Args:
         settings: the search.
-        seed: seeds the starts (batch k draws its starts from ``seed + k``) and the search.
+        seed: seeds the starts (batch k draws its starts from ``seed + 1 + k``) and the
+            search (batch k from ``(seed, k)``, so batches can be planned in any order).
     """
 
     def __init__(self, settings: PlannerSettings | None = None, seed: int = 0):
@@ -244,6 +245,7 @@ class ServePlanner:
         if self.nominal is None:
             self.find_nominal()
         seed = self.seed + 1 + batch
+        self.rng = np.random.default_rng((self.seed, batch))  # a batch is the same on any worker
         drill, restore = self._drill(starts, self.s.population, seed)
         mean = np.repeat(self.nominal[None], starts, 0)
         mean = self._search(drill, restore, mean, 0.15, self.s.iterations, self.s.tether)

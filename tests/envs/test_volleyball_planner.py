@@ -67,3 +67,36 @@ def test_planner_settings_are_checked():
         PlannerSettings(knot=0)
     with pytest.raises(ValueError, match="elite"):
         PlannerSettings(population=8, elite=0.1)
+
+
+def _demos(tmp_path, name, *extra):
+    from arena.cli import main
+
+    out = tmp_path / name
+    assert main(["volleyball", "demos", "--batch", "2", "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_the_command_resumes_to_the_same_file(tmp_path):
+    """A file cut after its first batch (as a killed run leaves it) goes on to the same
+    demonstrations as one run straight through, by either number of workers."""
+    from envs.demos import load_demos, save_demos
+
+    planner = ServePlanner(
+        PlannerSettings(nominal_population=64, nominal_iterations=3, iterations=2), seed=0
+    )
+    planner.find_nominal()
+    first = planner.demonstrate(2, 0)
+    cut = {k: first[k] for k in ("obs", "act", "reward", "episode")}
+    for name in ("a.npz", "b.npz"):
+        save_demos(tmp_path / name, {**cut, "nominal": planner.nominal, "batches": 1,
+                                     "succeeded": first["succeeded"], "seed": 0})  # fmt: skip
+    a = load_demos(_demos(tmp_path, "a.npz", "--episodes", "6"))
+    b = load_demos(_demos(tmp_path, "b.npz", "--episodes", "6", "--workers", "2"))
+    assert int(a["batches"]) == 3
+    for k in ("obs", "act", "reward", "episode", "succeeded"):
+        np.testing.assert_array_equal(a[k], b[k])
+    n = int(a["succeeded"])
+    assert n == 0 or list(np.unique(a["episode"])) == list(range(n))
+    with pytest.raises(ValueError, match="planned with seed 0, not 1"):
+        _demos(tmp_path, "a.npz", "--episodes", "8", "--seed", "1")
