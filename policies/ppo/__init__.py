@@ -64,7 +64,8 @@ class PPOSettings:
     """The network of each module."""
     demos: str = ""
     """A demonstrations ``.npz`` (``envs.demos``) the trained modules clone before a new run's
-    first iteration (``policies.ppo.demos``); empty: start from scratch."""
+    first iteration (``policies.ppo.demos``); empty: start from scratch. Read only then: a
+    resumed run, or a run's weights loaded elsewhere, do not need the file."""
     demo_epochs: int = 30
     """Passes over the demonstrations when cloning them."""
     demo_log_std: float = -1.5
@@ -105,8 +106,6 @@ class PPOSettings:
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
         }
         bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
-        if self.demos and not os.path.isfile(self.demos):
-            bad.append(f"demos={self.demos!r} (no such file)")
         if not finite:
             bad.append("a float that is not finite")
         bad += self.model.problems()

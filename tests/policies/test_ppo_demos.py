@@ -80,5 +80,10 @@ def test_demos_that_fit_no_module_are_refused(ray_session, tmp_path):
             info.warm_start(algo, settings)
     finally:
         algo.stop()
-    with pytest.raises(algorithm.AlgorithmMismatch, match="no such file"):
-        info.build("volleyball/hover-v0", info.settings(demos=str(tmp_path / "nope.npz")))
+    settings.demos = str(tmp_path / "nope.npz")
+    algo = info.build("volleyball/hover-v0", settings, seed=0).build_algo()
+    try:
+        with pytest.raises(algorithm.AlgorithmMismatch, match="demos: cannot read demos"):
+            info.warm_start(algo, settings)
+    finally:
+        algo.stop()
