@@ -110,4 +110,4 @@ def test_it_joins_the_registry_through_the_entry_point():
     from envs.registry import PLUGINS
 
     names = {ep.value for ep in entry_points(group=PLUGINS)}
-    assert "training.hierarchy.high_level:register" in names
+    assert "training.hierarchy.plugin:register" in names

@@ -19,9 +19,9 @@ attack_left/right  as pass; aims at (-5, -2) or (-5, 2) in the other half
 Reward (the team's, every agent): +1 for a won point, -1 for a lost one, 0.1 for each
 touch by the team. The episode is one point; the facts are the 3v3 ones.
 
-The env hosts trained policies, so it lives above ``envs`` and joins the env registry through
-the ``arena.envs`` entry point (:func:`register`; ``envs.registry.PLUGINS``) as
-``volleyball/3v3_high-v0``. :func:`play_high_level` plays a trained high level with the
+The env hosts trained policies, so it lives above ``envs`` and joins the env registry as
+``volleyball/3v3_high-v0`` through the ``arena.envs`` entry point
+(:func:`training.hierarchy.plugin.register`; ``envs.registry.PLUGINS``). :func:`play_high_level` plays a trained high level with the
 protocol of ``arena hierarchy``.
 """
 
@@ -247,26 +247,6 @@ class HighLevel3v3Env(CoreEnv):
         from envs.volleyball.render import close
 
         close(self.core)
-
-
-def _validate(cfg: dict) -> None:
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(HighLevelOptions)}
-    HighLevelOptions(**{k: v for k, v in cfg.items() if k in names})
-
-
-def register() -> None:
-    """Adds ``volleyball/3v3_high-v0`` to the env registry (the ``arena.envs`` entry point)."""
-    from envs.registry import register as add
-
-    add(
-        "volleyball/3v3_high-v0",
-        "training.hierarchy.high_level:HighLevel3v3Env",
-        vector="training.hierarchy.high_level:HighLevel3v3",
-        description="VolleyBots 3v3: a learned high level picks skills (frozen), MuJoCo",
-        validate=_validate,
-    )
 
 
 def play_high_level(
