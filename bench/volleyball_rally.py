@@ -3,8 +3,8 @@ two hierarchical 3v3 teams.
 
     .venv/bin/python bench/volleyball_rally.py RUN --near 4 --far 4 --episodes 100 \\
         --out docs/img/volleyball_1v1.gif
-    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --opponent flat \\
-        --start receive --episodes 40 --out docs/img/volleyball_3v3_hierarchy.gif
+    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --opponent hierarchy \\
+        --episodes 250 --out docs/img/volleyball_3v3_rally.gif
 
 Plays ``--episodes`` seeded points between population members ``--near`` and ``--far``
 (sampled actions, either team serving), keeps the seed of the point with the most hits (then
