@@ -232,9 +232,8 @@ class ServePlanner:
             w.read()
 
         start = np.zeros((1, self.s.knots, 4))
-        self.nominal = self._search(drill, nominal_restore, start, 0.6, self.s.nominal_iterations)[
-            0
-        ]
+        found = self._search(drill, nominal_restore, start, 0.6, self.s.nominal_iterations)
+        self.nominal = found[0]
         return self.nominal
 
     def demonstrate(self, starts: int, batch: int) -> dict[str, np.ndarray]:
@@ -249,7 +248,7 @@ class ServePlanner:
         drill, restore = self._drill(starts, self.s.population, seed)
         mean = np.repeat(self.nominal[None], starts, 0)
         mean = self._search(drill, restore, mean, 0.15, self.s.iterations, self.s.tether)
-        restore()
+        restore()  # every copy of a start flies its fitted plan; the first one is kept
         played = self._play(drill, np.repeat(mean, self.s.population, 0), drill.max_steps, True)
         first = np.arange(starts) * self.s.population
         good = first[played["success"][first] > 0]
