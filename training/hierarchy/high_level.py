@@ -50,11 +50,15 @@ class HighLevelOptions:
         decision_steps: physics steps (0.02 s each) per decision.
         explore_skills: sample the skills' and the opponent's actions (VolleyBots' evaluation
             does) rather than take their means.
+        crash_ends: a crash or crowding ends the point undecided. Off by default, as in
+            VolleyBots' hierarchical env and ``arena hierarchy``: the point plays on (the flat
+            opponent crashes often, and a crash-ended point teaches the high level nothing).
     """
 
     team: str = ""
     decision_steps: int = 5
     explore_skills: bool = True
+    crash_ends: bool = False
 
     def __post_init__(self):
         if not isinstance(self.team, str):
@@ -88,7 +92,9 @@ class HighLevel3v3(VectorEnv):
         self.options = o = HighLevelOptions(**options)
         torch.set_num_threads(1)
         self.team_config = cfg = TeamConfig.from_file(o.team or BUNDLE / "team.yaml")
-        self.core = Match3v3(num_envs, seed, auto_reset=False, random_serve=True)
+        self.core = Match3v3(
+            num_envs, seed, auto_reset=False, random_serve=True, crash_ends=o.crash_ends
+        )
         self.team = SkillTeam(self.core, 0, load_skills(cfg))
         self.opponent = only_module(cfg.opponent, "near")
         self.num_envs, self.auto_reset = num_envs, auto_reset
