@@ -33,7 +33,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from envs.vector import AgentGroup, CoreEnv, VectorEnv, VectorStep
+from envs.vector import AgentGroup, VectorEnv, VectorStep
+from envs.volleyball.env import VolleyballEnv
 
 CHOICES = ("goto", "serve", "pass", "set", "attack_left", "attack_right")
 GOTO_O, SERVE_O, PASS_O, SET_O, LEFT_O, RIGHT_O = range(len(CHOICES))
@@ -237,22 +238,13 @@ class HighLevel3v3(VectorEnv):
         return act.reshape(B, 3, -1)
 
 
-class HighLevel3v3Env(CoreEnv):
-    """One world of :class:`HighLevel3v3` as a PettingZoo ``ParallelEnv``."""
+class HighLevel3v3Env(VolleyballEnv):
+    """One world of :class:`HighLevel3v3` as a PettingZoo ``ParallelEnv`` (drawn as the match
+    it plays; one step is a decision, 0.1 s)."""
 
-    metadata = {**CoreEnv.metadata, "name": "volleyball_high_level", "render_fps": 10}
+    metadata = {**VolleyballEnv.metadata, "name": "volleyball_high_level", "render_fps": 10}
     core_class = HighLevel3v3
     options = HighLevelOptions
-
-    def render(self):
-        from envs.volleyball.render import frame
-
-        return frame(self.core, 0)
-
-    def close(self):
-        from envs.volleyball.render import close
-
-        close(self.core)
 
 
 def play_high_level(
