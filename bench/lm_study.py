@@ -4,7 +4,7 @@ study's question at this machine's scale).
 Per seed: behaviour cloning on scripted-teacher traces of every task, stopped early (the
 branch point; the study finds branching part-way into SFT best); from that checkpoint
 (a) GRPO for ``--grpo-iterations`` and (b) more behaviour cloning until its FLOPs reach
-GRPO's total (the same traces, so the teacher's charge is the same on both sides). Both
+GRPO's total (the teacher is paid for the traces it uses that the branch had not). Both
 students then play held-out page seeds of every task greedily (twin; ``--real N`` also N per
 task on the real pages). Prints one JSON line per arm and seed, and a summary: success of
 each arm with 95% bootstrap intervals (resampling seeds, then tasks) and of the
@@ -138,9 +138,11 @@ def main() -> None:
         if not (bc / "done").exists():
             shutil.rmtree(bc, ignore_errors=True)
             shutil.copytree(branch, bc)
-            b = last_row(branch)
-            per_step = float(b["flops_train"]) / int(b["iteration"])
-            extra = math.ceil((target - float(b["flops_total"])) / per_step)
+            with (branch / "metrics.csv").open() as f:
+                before, last = list(csv.DictReader(f))[-2:]
+            # a step's cost, the teacher's share for traces not used before included
+            per_step = float(last["flops_total"]) - float(before["flops_total"])
+            extra = math.floor((target - float(last["flops_total"])) / per_step)
             run(None, "", resume=bc, more=args.bc_iterations + max(extra, 0))
             (bc / "done").write_text("")
         for arm, run_dir in (("branch", branch), ("bc", bc), ("bc+grpo", grpo)):

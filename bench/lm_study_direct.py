@@ -5,8 +5,12 @@ It runs the pieces the ``bc`` and ``grpo`` algorithms run (the student, ``polici
 ``policies.lm.turns``, ``policies.lm.objective.lm_loss``, Adam with the same gradient-norm
 clip, the same FLOP counts) in a loop of its own, on ``--device``. Per seed: behaviour cloning
 on the scripted teacher's traces of every task up to the branch point; from there (a) GRPO for
-``--grpo-minutes`` and (b) more behaviour cloning until its FLOPs reach GRPO's. Both arms are
-scored greedily on held-out page seeds of every task (twin) along the way, so the result is a
+``--grpo-minutes``, (b) more behaviour cloning on traces not yet used, which the teacher has
+to be paid for (``bc``), and (c) more behaviour cloning on the traces used before the branch
+only, at no further teacher cost (``bc-reuse``); (b) and (c) run until their FLOPs reach
+GRPO's. The teacher is paid for traces as they are first used
+(``policies.lm.turns.teacher_share``), as in the ``bc`` algorithm. Every arm is scored
+greedily on held-out page seeds of every task (twin) along the way, so the result is a
 success-against-FLOPs curve per arm. Writes ``OUT/<name>-seed<N>.json`` after every stage.
 
     python bench/lm_study_direct.py --student smollm2 --device cuda --seed 0 --out DIR
@@ -46,6 +50,18 @@ class Trainer:
         self.opt = torch.optim.Adam(student.model.parameters(), lr=lr)
         self.device = next(student.model.parameters()).device
 
+    def fork(self) -> Trainer:
+        """An independent copy: the student's weights, the optimizer's state, the FLOPs."""
+        from policies.lm.student import Student
+
+        model = copy.deepcopy(self.student.model)
+        twin = Trainer(
+            Student(model, self.student.tok, self.student.settings),
+            self.opt.param_groups[0]["lr"], self.grad_clip, self.cfg, self.flops,
+        )  # fmt: skip
+        twin.opt.load_state_dict(self.opt.state_dict())
+        return twin
+
     def total(self) -> float:
         return sum(self.flops.values())
 
@@ -80,7 +96,7 @@ def run_seed(a) -> None:
     from policies.lm.evaluation import EVAL_SEED0, success_rates
     from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
     from policies.lm.student import Student, StudentSettings, forward_flops
-    from policies.lm.turns import grpo_turns, read_traces, scripted_traces
+    from policies.lm.turns import grpo_turns, read_traces, scripted_traces, teacher_share
 
     torch.set_num_threads(1)
     torch.backends.cuda.matmul.allow_tf32 = True  # fp32 weights; TF32 products on a GPU
@@ -100,7 +116,8 @@ def run_seed(a) -> None:
     student = Student.build(settings, seed=a.seed)
     student.model.to(dev)
     gen = torch.Generator(device=dev).manual_seed(a.seed)
-    pool = EnvPool(envs.make)
+    # GRPO's training pages end after --max-steps actions (scores always allow the task's 10)
+    pool = EnvPool(lambda env_id: envs.make(env_id, max_steps=a.max_steps))
     doc["timing_s"]["load"] = round(time.perf_counter() - t0, 1)
 
     # --- behaviour cloning to the branch point ------------------------------------------
@@ -116,27 +133,31 @@ def run_seed(a) -> None:
         len(student.prompt(r["observation"], r["history"])) + len(student.answer(r["action"]))
         for r in every
     )
+    turn_tokens = float(np.mean([len(t["prompt"]) + len(t["answer"]) for t in bc_turns]))
     # bc's default teacher (70B) for SmolLM2; for the tiny student the study's 70B/8B ratio
     teacher_params = a.teacher_params or (
         70e9 if a.student == "smollm2" else 70 / 8 * student.params
     )
-    flops = {
-        "teacher": forward_flops(teacher_params, teacher_tokens),
-        "sampling": 0.0,
-        "train": 0.0,
-    }
+    teacher_bill = forward_flops(teacher_params, teacher_tokens)  # every trace, if all used
+    flops = {"teacher": 0.0, "sampling": 0.0, "train": 0.0}
     common = {"loss_agg": "token-mean", "max_new_tokens": settings.max_new_tokens}
     bc = Trainer(student, a.bc_lr, 1.0, {"mode": "bc", "temperature": 1.0, **common}, flops)
-    order: list[int] = []
+    order = list(rng.permutation(len(bc_turns)))  # the stream of traces, first pass
+    drawn = 0
 
-    def bc_step() -> dict:
-        nonlocal order
-        picked = []
-        while len(picked) < a.bc_batch:
-            if not order:
-                order = list(rng.permutation(len(bc_turns)))
-            picked.append(bc_turns[order.pop()])
+    def bc_step(n: int = a.bc_batch) -> dict:
+        """One BC step on the next ``n`` turns of the stream (a new pass when it ends),
+        paying the teacher for the traces first used."""
+        nonlocal drawn
+        picked = [bc_turns[order[(drawn + k) % len(order)]] for k in range(n)]
+        drawn += n
+        bc.flops["teacher"] = teacher_bill * teacher_share(drawn, len(bc_turns))
         return bc.step(picked)
+
+    def step_cost(n: int) -> float:
+        """About what ``bc_step(n)`` costs: training, and the teacher for unused traces."""
+        fresh = max(0, min(drawn + n, len(bc_turns)) - drawn)
+        return 6 * student.params * n * turn_tokens + teacher_bill * fresh / len(bc_turns)
 
     def score(arm: str, trainer: Trainer, **extra) -> None:
         seeds = list(range(EVAL_SEED0, EVAL_SEED0 + a.episodes))
@@ -152,11 +173,14 @@ def run_seed(a) -> None:
     for i in range(a.bc_iterations):
         log = bc_step()
         if (i + 1) % max(1, a.bc_iterations // 4) == 0:
-            print(json.dumps({"seed": a.seed, "bc_step": i + 1, "loss": log["policy_loss"]}))
+            row = {"seed": a.seed, "bc_step": i + 1, "loss": log["policy_loss"]}
+            print(json.dumps(row), flush=True)
     doc["timing_s"]["bc_branch"] = round(time.perf_counter() - t, 1)
     score("branch", bc, step=a.bc_iterations)
-    doc["arms"]["bc"] = copy.deepcopy(doc["arms"]["branch"])  # both arms start here
-    doc["arms"]["bc+grpo"] = copy.deepcopy(doc["arms"]["branch"])
+    for arm in ("bc", "bc-reuse", "bc+grpo"):  # every arm starts here
+        doc["arms"][arm] = copy.deepcopy(doc["arms"]["branch"])
+    doc["branch_turns"] = drawn
+    reuse, seen = bc.fork(), [bc_turns[order[k % len(order)]] for k in range(drawn)]
 
     # --- (a) GRPO from the branch ------------------------------------------------------
     g_student = Student(copy.deepcopy(student.model), student.tok, settings)
@@ -196,19 +220,42 @@ def run_seed(a) -> None:
     doc["timing_s"]["grpo"] = round(time.perf_counter() - t, 1)
     score("bc+grpo", grpo, iteration=it)
 
-    # --- (b) behaviour cloning on, to GRPO's FLOPs ---------------------------------------
-    t = time.perf_counter()
-    marks = [p["flops"] for p in doc["arms"]["bc+grpo"]["curve"][1:]]
-    step = a.bc_iterations
-    while bc.total() < grpo.total():
-        bc_step()
-        step += 1
-        if marks and bc.total() >= marks[0]:
-            marks.pop(0)
-            if bc.total() < grpo.total():
-                score("bc", bc, step=step)
-    doc["timing_s"]["bc_matched"] = round(time.perf_counter() - t, 1)
-    score("bc", bc, step=step)
+    # --- (b) behaviour cloning on new traces, (c) on the branch's: to GRPO's FLOPs -------
+    def reuse_step(n: int) -> dict:
+        return reuse.step([seen[int(k)] for k in rng.integers(len(seen), size=n)])
+
+    for arm, trainer, cost, take in (
+        ("bc", bc, step_cost, bc_step),
+        ("bc-reuse", reuse, lambda n: 6 * student.params * n * turn_tokens, reuse_step),
+    ):
+        t = time.perf_counter()
+        marks = [p["flops"] for p in doc["arms"]["bc+grpo"]["curve"][1:]]
+        step = turns = 0
+        while True:
+            room = grpo.total() - trainer.total()
+            n = a.bc_batch
+            while n and cost(n) > room:  # the last step takes only the turns it can afford
+                n //= 2
+            if not n:
+                break
+            take(n)
+            step, turns = step + 1, turns + n
+            if marks and trainer.total() >= marks[0]:
+                marks.pop(0)
+                score(arm, trainer, step=step, turns=turns)
+        doc["timing_s"][f"{arm}_matched"] = round(time.perf_counter() - t, 1)
+        if turns:  # else it stays the branch, scored already
+            score(arm, trainer, step=step, turns=turns)
+        doc["arms"][arm]["turns"] = turns
+    if a.real:  # the final students on the real MiniWoB++ pages of the same tasks
+        t = time.perf_counter()
+        seeds = list(range(EVAL_SEED0, EVAL_SEED0 + a.real))
+        for arm, trainer in (("bc", bc), ("bc-reuse", reuse), ("bc+grpo", grpo)):
+            real = success_rates(trainer.student, tasks, seeds, "browser", batch=2)
+            doc["arms"][arm]["real_per_task"] = real
+            doc["arms"][arm]["real_success"] = float(np.mean(list(real.values())))
+            print(json.dumps({"seed": a.seed, "arm": arm, "real": real}), flush=True)
+        doc["timing_s"]["real"] = round(time.perf_counter() - t, 1)
     doc["timing_s"]["total"] = round(time.perf_counter() - t0, 1)
     doc["done"] = True
     write_json(path, doc)
@@ -227,7 +274,7 @@ def summarise_one(folder: Path) -> tuple[dict, list[dict]]:
     tasks = docs[0]["settings"]["tasks"].split(",")
     per = {
         arm: [[d["arms"][arm]["per_task"][t] for t in tasks] for d in docs]
-        for arm in ("branch", "bc", "bc+grpo")
+        for arm in ("branch", "bc", "bc-reuse", "bc+grpo")
     }
     summary = {
         "folder": str(folder),
@@ -244,8 +291,14 @@ def summarise_one(folder: Path) -> tuple[dict, list[dict]]:
     for arm, rows in per.items():
         summary[arm] = {"twin_success": float(np.mean(rows)), "ci95": bootstrap(rows)}
         summary[arm]["per_task"] = dict(zip(tasks, np.mean(rows, 0).round(3).tolist(), strict=True))
-    diffs = [list(np.subtract(g, b)) for g, b in zip(per["bc+grpo"], per["bc"], strict=True)]
-    summary["difference"] = {"mean": float(np.mean(diffs)), "ci95": bootstrap(diffs)}
+        real = [d["arms"][arm].get("real_per_task") for d in docs]
+        if all(real):
+            rows = [[r[t] for t in tasks] for r in real]
+            summary[arm]["real_success"] = float(np.mean(rows))
+            summary[arm]["real_ci95"] = bootstrap(rows)
+    for base in ("bc", "bc-reuse"):
+        diffs = [list(np.subtract(g, b)) for g, b in zip(per["bc+grpo"], per[base], strict=True)]
+        summary[f"bc+grpo - {base}"] = {"mean": float(np.mean(diffs)), "ci95": bootstrap(diffs)}
     write_json(folder / "summary.json", summary)
     print(json.dumps({"summary": summary}), flush=True)
     return summary, docs
@@ -262,7 +315,8 @@ def summarise(folders: list[Path]) -> None:
     fig, axes = plt.subplots(1, len(folders), figsize=(6 * len(folders), 4), squeeze=False)
     for ax, folder in zip(axes[0], folders, strict=True):
         summary, docs = summarise_one(folder)
-        for arm, colour in (("bc", "tab:blue"), ("bc+grpo", "tab:orange")):
+        arms = (("bc", "tab:blue"), ("bc-reuse", "tab:green"), ("bc+grpo", "tab:orange"))
+        for arm, colour in arms:
             for k, d in enumerate(docs):
                 c, start = d["arms"][arm]["curve"], d["arms"]["branch"]["flops"]
                 ax.plot([(p["flops"] - start) / 1e15 for p in c], [100 * p["success"] for p in c],
@@ -304,8 +358,10 @@ def main() -> None:
     p.add_argument("--minibatch", type=int, default=32, help="GRPO turns per step")
     p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--discount", type=float, default=0.5)
+    p.add_argument("--max-steps", type=int, default=10, help="actions per GRPO episode")
     p.add_argument("--eval-every", type=int, default=5, help="GRPO iterations between scores")
     p.add_argument("--episodes", type=int, default=32, help="held-out seeds per task")
+    p.add_argument("--real", type=int, default=0, help="real-page seeds per task at the end")
     p.add_argument("--out", default="runs/lm_study_direct")
     a = p.parse_args()
     if a.summarise:

@@ -38,7 +38,7 @@ from policies.lm.objective import AGGREGATIONS
 from policies.lm.play import TRAIN_SEEDS
 from policies.lm.runner import TextEnvRunner
 from policies.lm.student import StudentSettings, forward_flops, train_flops
-from policies.lm.turns import grpo_turns, read_traces, turn_batch
+from policies.lm.turns import grpo_turns, read_traces, teacher_share, turn_batch
 
 COUNTERS = ("flops_teacher", "flops_init", "flops_sampling", "flops_train")
 LM_METRICS = (
@@ -236,9 +236,8 @@ class LMAlgorithm(Algorithm):
         self.mode, self.tasks = s["mode"], s["tasks"]
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.evals: list[float] = []
-        self._order = np.zeros(0, np.int64)
-        self._cursor = 0
-        self._rng = np.random.default_rng(int(self.config.seed or 0))
+        self._drawn = 0  # trace turns BC has drawn, lifetime: where it is in its stream
+        self._pass = (-1, np.zeros(0, np.int64))  # (pass, its order of the turns)
         student = self._student()
         self.params, self.pad = student.params, student.tok.pad_id
         if self.mode == "bc":
@@ -251,12 +250,15 @@ class LMAlgorithm(Algorithm):
                 for r in steps
             ]  # fmt: skip
             # The teacher read every prompt and wrote every answer of every trace, failed
-            # ones included: charged at its size.
+            # ones included: charged at its size, as BC uses the traces (below).
             all_steps, _ = read_traces(Path(s["traces"]), successes_only=False)
-            self.teacher_tokens = sum(
-                len(student.prompt(r["observation"], r["history"]))
-                + len(student.answer(r["action"]))
-                for r in all_steps
+            self.teacher_flops = forward_flops(
+                s["teacher_params"],
+                sum(
+                    len(student.prompt(r["observation"], r["history"]))
+                    + len(student.answer(r["action"]))
+                    for r in all_steps
+                ),
             )
             self.trace_steps = total
         elif s.get("init"):
@@ -282,7 +284,7 @@ class LMAlgorithm(Algorithm):
         state["arena_lm"] = {
             "counters": dict(self.counters),
             "evals": list(self.evals),
-            "cursor": self._cursor,
+            "drawn": self._drawn,
         }
         return state
 
@@ -292,17 +294,17 @@ class LMAlgorithm(Algorithm):
         if lm:
             self.counters.update(lm["counters"])
             self.evals = list(lm["evals"])
+            self._drawn = int(lm.get("drawn", 0))
 
     # --- one iteration ---------------------------------------------------------------------
     def training_step(self) -> None:
         s = self.config.learner_config_dict
-        first = self.iteration == 0 and self.counters["flops_train"] == 0
         if self.mode == "bc":
-            if first:
-                self.counters["flops_teacher"] = forward_flops(
-                    s["teacher_params"], self.teacher_tokens
-                )
             turns, env_steps, stats = self._bc_turns(s)
+            self._drawn += len(turns)
+            self.counters["flops_teacher"] = self.teacher_flops * teacher_share(
+                self._drawn, len(self.turns)
+            )
         else:
             turns, env_steps, stats = self._grpo_turns(s)
         self.metrics.log_value((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED), env_steps, reduce="sum")
@@ -331,15 +333,16 @@ class LMAlgorithm(Algorithm):
             self.metrics.log_value(("arena", key), float(value), window=1)
 
     def _bc_turns(self, s) -> tuple[list[dict], int, dict]:
-        n = s["batch_size"]
+        """The next ``batch_size`` turns of the run's stream: pass after pass over the
+        turns, each pass in its own seeded order, so a resumed run goes on where it was."""
+        n, count = s["batch_size"], len(self.turns)
         picked = []
-        while len(picked) < n:
-            if self._cursor >= len(self._order):
-                self._order = self._rng.permutation(len(self.turns))
-                self._cursor = 0
-            take = self._order[self._cursor : self._cursor + n - len(picked)]
-            self._cursor += len(take)
-            picked += [self.turns[i] for i in take]
+        for k in range(self._drawn, self._drawn + n):
+            p, i = divmod(k, count)
+            if p != self._pass[0]:
+                rng = np.random.default_rng([int(self.config.seed or 0), p])
+                self._pass = (p, rng.permutation(count))
+            picked.append(self.turns[self._pass[1][i]])
         return picked, n, {"answer_tokens": float(np.mean([len(t["answer"]) for t in picked]))}
 
     def _grpo_turns(self, s) -> tuple[list[dict], int, dict]:

@@ -47,6 +47,15 @@ def read_traces(path: Path, successes_only: bool) -> tuple[list[dict], int]:
     return steps, total
 
 
+def teacher_share(drawn: int, turns: int) -> float:
+    """The share of the teacher's bill a BC run has paid after drawing ``drawn`` of the
+    ``turns`` trace turns it clones. Traces are bought as they are first used, so a BC
+    run's FLOPs at any point count the teacher data it has learnt from so far; it pays in
+    proportion through its first pass and nothing more for later passes over the same
+    traces. The failed traces, which BC never draws, are paid in the same proportion."""
+    return min(1.0, drawn / turns)
+
+
 def turn_batch(turns: list[dict], pad: int) -> dict[str, np.ndarray]:
     """Padded arrays of turns ``{"prompt", "answer", "logps"?, "advantage"?}``."""
     rows = [t["prompt"] + t["answer"] for t in turns]
