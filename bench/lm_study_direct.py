@@ -65,27 +65,39 @@ class Trainer:
     def total(self) -> float:
         return sum(self.flops.values())
 
-    def step(self, turns: list[dict]) -> dict:
-        """One gradient step on ``turns`` (``cfg["mode"]``'s loss); returns what it logged."""
+    def step(self, turns: list[dict], micro: int = 0) -> dict:
+        """One gradient step on ``turns`` (``cfg["mode"]``'s loss); returns what it logged.
+        ``micro`` > 0 accumulates the gradient over chunks of that many turns, each chunk's
+        loss weighted by its share of the batch (tokens for token-mean, else sequences), so
+        a large batch fits in memory and the step is the one the whole batch would take."""
         import torch
 
         from policies.lm.objective import lm_loss
         from policies.lm.student import train_flops
         from policies.lm.turns import turn_batch
 
-        arrays = turn_batch(turns, self.student.tok.pad_id)
-        batch = {k: torch.as_tensor(v, device=self.device) for k, v in arrays.items()}
+        chunks = [turns[i : i + micro] for i in range(0, len(turns), micro)] if micro else [turns]
+        by_tokens = self.cfg["loss_agg"] == "token-mean"
+        sizes = [sum(len(t["answer"]) for t in c) if by_tokens else len(c) for c in chunks]
         self.student.model.train()
-        logp, entropy = self.student.token_logps(
-            batch["tokens"], batch["attention"], batch["targets"], self.cfg["temperature"]
-        )
-        loss, log = lm_loss(logp, entropy, batch, self.cfg)
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        logs: dict[str, float] = {}
+        for chunk, size in zip(chunks, sizes, strict=True):
+            arrays = turn_batch(chunk, self.student.tok.pad_id)
+            batch = {k: torch.as_tensor(v, device=self.device) for k, v in arrays.items()}
+            logp, entropy = self.student.token_logps(
+                batch["tokens"], batch["attention"], batch["targets"], self.cfg["temperature"]
+            )
+            loss, log = lm_loss(logp, entropy, batch, self.cfg)
+            weight = size / sum(sizes)
+            (loss * weight).backward()
+            for k, v in log.items():
+                logs[k] = logs.get(k, 0.0) + weight * float(v.detach() if torch.is_tensor(v) else v)
+            tokens = int(arrays["attention"].sum())
+            self.flops["train"] += train_flops(self.student.params, tokens)
         torch.nn.utils.clip_grad_norm_(self.student.model.parameters(), self.grad_clip)
         self.opt.step()
-        self.flops["train"] += train_flops(self.student.params, int(arrays["attention"].sum()))
-        return {k: float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in log.items()}
+        return logs
 
 
 def run_seed(a) -> None:
@@ -152,7 +164,7 @@ def run_seed(a) -> None:
         picked = [bc_turns[order[(drawn + k) % len(order)]] for k in range(n)]
         drawn += n
         bc.flops["teacher"] = teacher_bill * teacher_share(drawn, len(bc_turns))
-        return bc.step(picked)
+        return bc.step(picked, a.micro)
 
     def step_cost(n: int) -> float:
         """About what ``bc_step(n)`` costs: training, and the teacher for unused traces."""
@@ -205,8 +217,9 @@ def run_seed(a) -> None:
         logs = []
         for _ in range(a.epochs):
             perm = rng.permutation(len(turns))
-            for j in range(0, len(turns), a.minibatch):
-                logs.append(grpo.step([turns[x] for x in perm[j : j + a.minibatch]]))
+            size = a.minibatch or len(turns)
+            for j in range(0, len(turns), size):
+                logs.append(grpo.step([turns[x] for x in perm[j : j + size]], a.micro))
         it += 1
         row = {"seed": a.seed, "grpo_iteration": it, "flops": grpo.total(), **stats}
         if logs:
@@ -222,7 +235,7 @@ def run_seed(a) -> None:
 
     # --- (b) behaviour cloning on new traces, (c) on the branch's: to GRPO's FLOPs -------
     def reuse_step(n: int) -> dict:
-        return reuse.step([seen[int(k)] for k in rng.integers(len(seen), size=n)])
+        return reuse.step([seen[int(k)] for k in rng.integers(len(seen), size=n)], a.micro)
 
     for arm, trainer, cost, take in (
         ("bc", bc, step_cost, bc_step),
@@ -355,7 +368,8 @@ def main() -> None:
     p.add_argument("--groups", type=int, default=4, help="GRPO groups per iteration")
     p.add_argument("--group-size", type=int, default=8)
     p.add_argument("--epochs", type=int, default=2, help="GRPO passes per iteration")
-    p.add_argument("--minibatch", type=int, default=32, help="GRPO turns per step")
+    p.add_argument("--minibatch", type=int, default=32, help="GRPO turns per step (0: all)")
+    p.add_argument("--micro", type=int, default=0, help="turns per gradient chunk (0: all)")
     p.add_argument("--temperature", type=float, default=0.5)
     p.add_argument("--discount", type=float, default=0.5)
     p.add_argument("--max-steps", type=int, default=10, help="actions per GRPO episode")
