@@ -217,7 +217,7 @@ def run_seed(a) -> None:
         logs = []
         for _ in range(a.epochs):
             perm = rng.permutation(len(turns))
-            size = a.minibatch or len(turns)
+            size = a.minibatch or max(len(turns), 1)  # no turns: every group was flat
             for j in range(0, len(turns), size):
                 logs.append(grpo.step([turns[x] for x in perm[j : j + size]], a.micro))
         it += 1
