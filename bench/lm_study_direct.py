@@ -342,7 +342,7 @@ def summarise(folders: list[Path]) -> None:
         )
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
-    fig.suptitle("BC on, against GRPO, from the same branch: greedy success on held-out twin pages")
+    fig.suptitle("BC on and GRPO from the same branch:\ngreedy success on held-out twin pages")
     fig.tight_layout()
     fig.savefig(folders[0] / "summary.png", dpi=110)
 
