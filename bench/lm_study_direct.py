@@ -108,7 +108,13 @@ def run_seed(a) -> None:
     from policies.lm.evaluation import EVAL_SEED0, success_rates
     from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
     from policies.lm.student import Student, StudentSettings, forward_flops
-    from policies.lm.turns import grpo_turns, read_traces, scripted_traces, teacher_share
+    from policies.lm.turns import (
+        grpo_turns,
+        read_traces,
+        scripted_traces,
+        stream_indices,
+        teacher_share,
+    )
 
     torch.set_num_threads(1)
     torch.backends.cuda.matmul.allow_tf32 = True  # fp32 weights; TF32 products on a GPU
@@ -154,14 +160,13 @@ def run_seed(a) -> None:
     flops = {"teacher": 0.0, "sampling": 0.0, "train": 0.0}
     common = {"loss_agg": "token-mean", "max_new_tokens": settings.max_new_tokens}
     bc = Trainer(student, a.bc_lr, 1.0, {"mode": "bc", "temperature": 1.0, **common}, flops)
-    order = list(rng.permutation(len(bc_turns)))  # the stream of traces, first pass
-    drawn = 0
+    drawn = 0  # where BC is in its stream of trace turns
 
     def bc_step(n: int = a.bc_batch) -> dict:
         """One BC step on the next ``n`` turns of the stream (a new pass when it ends),
         paying the teacher for the traces first used."""
         nonlocal drawn
-        picked = [bc_turns[order[(drawn + k) % len(order)]] for k in range(n)]
+        picked = [bc_turns[i] for i in stream_indices(len(bc_turns), a.seed, drawn, n)]
         drawn += n
         bc.flops["teacher"] = teacher_bill * teacher_share(drawn, len(bc_turns))
         return bc.step(picked, a.micro)
@@ -192,7 +197,7 @@ def run_seed(a) -> None:
     for arm in ("bc", "bc-reuse", "bc+grpo"):  # every arm starts here
         doc["arms"][arm] = copy.deepcopy(doc["arms"]["branch"])
     doc["branch_turns"] = drawn
-    reuse, seen = bc.fork(), [bc_turns[order[k % len(order)]] for k in range(drawn)]
+    reuse, seen = bc.fork(), [bc_turns[i] for i in stream_indices(len(bc_turns), a.seed, 0, drawn)]
 
     # --- (a) GRPO from the branch ------------------------------------------------------
     g_student = Student(copy.deepcopy(student.model), student.tok, settings)

@@ -38,7 +38,13 @@ from policies.lm.objective import AGGREGATIONS
 from policies.lm.play import TRAIN_SEEDS
 from policies.lm.runner import TextEnvRunner
 from policies.lm.student import StudentSettings, forward_flops, train_flops
-from policies.lm.turns import grpo_turns, read_traces, teacher_share, turn_batch
+from policies.lm.turns import (
+    grpo_turns,
+    read_traces,
+    stream_indices,
+    teacher_share,
+    turn_batch,
+)
 
 COUNTERS = ("flops_teacher", "flops_init", "flops_sampling", "flops_train")
 LM_METRICS = (
@@ -237,7 +243,6 @@ class LMAlgorithm(Algorithm):
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.evals: list[float] = []
         self._drawn = 0  # trace turns BC has drawn, lifetime: where it is in its stream
-        self._pass = (-1, np.zeros(0, np.int64))  # (pass, its order of the turns)
         student = self._student()
         self.params, self.pad = student.params, student.tok.pad_id
         if self.mode == "bc":
@@ -333,16 +338,9 @@ class LMAlgorithm(Algorithm):
             self.metrics.log_value(("arena", key), float(value), window=1)
 
     def _bc_turns(self, s) -> tuple[list[dict], int, dict]:
-        """The next ``batch_size`` turns of the run's stream: pass after pass over the
-        turns, each pass in its own seeded order, so a resumed run goes on where it was."""
-        n, count = s["batch_size"], len(self.turns)
-        picked = []
-        for k in range(self._drawn, self._drawn + n):
-            p, i = divmod(k, count)
-            if p != self._pass[0]:
-                rng = np.random.default_rng([int(self.config.seed or 0), p])
-                self._pass = (p, rng.permutation(count))
-            picked.append(self.turns[self._pass[1][i]])
+        """The next ``batch_size`` turns of the run's stream (``stream_indices``)."""
+        n, seed = s["batch_size"], int(self.config.seed or 0)
+        picked = [self.turns[i] for i in stream_indices(len(self.turns), seed, self._drawn, n)]
         return picked, n, {"answer_tokens": float(np.mean([len(t["answer"]) for t in picked]))}
 
     def _grpo_turns(self, s) -> tuple[list[dict], int, dict]:

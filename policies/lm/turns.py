@@ -47,6 +47,20 @@ def read_traces(path: Path, successes_only: bool) -> tuple[list[dict], int]:
     return steps, total
 
 
+def stream_indices(count: int, seed: int, start: int, n: int) -> list[int]:
+    """Which of ``count`` trace turns BC draws at positions ``start`` to ``start + n`` of its
+    stream: pass after pass over them, pass ``p`` in the order seeded by ``(seed, p)``, so a
+    run resumed at ``start`` draws what it would have drawn."""
+    orders: dict[int, np.ndarray] = {}
+    out = []
+    for k in range(start, start + n):
+        p, i = divmod(k, count)
+        if p not in orders:
+            orders[p] = np.random.default_rng([seed, p]).permutation(count)
+        out.append(int(orders[p][i]))
+    return out
+
+
 def teacher_share(drawn: int, turns: int) -> float:
     """The share of the teacher's bill a BC run has paid after drawing ``drawn`` of the
     ``turns`` trace turns it clones. Traces are bought as they are first used, so a BC
