@@ -107,7 +107,7 @@ def run_seed(a) -> None:
     import envs
     from policies.lm.evaluation import EVAL_SEED0, success_rates
     from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
-    from policies.lm.student import Student, StudentSettings, forward_flops
+    from policies.lm.student import Student, StudentSettings, forward_flops, train_flops
     from policies.lm.turns import (
         grpo_turns,
         read_traces,
@@ -173,8 +173,12 @@ def run_seed(a) -> None:
 
     def step_cost(n: int) -> float:
         """About what ``bc_step(n)`` costs: training, and the teacher for unused traces."""
-        fresh = max(0, min(drawn + n, len(bc_turns)) - drawn)
-        return 6 * student.params * n * turn_tokens + teacher_bill * fresh / len(bc_turns)
+        more = teacher_share(drawn + n, len(bc_turns)) - teacher_share(drawn, len(bc_turns))
+        return reuse_cost(n) + teacher_bill * more
+
+    def reuse_cost(n: int) -> float:
+        """About what a BC step of ``n`` turns costs in training alone."""
+        return train_flops(student.params, n * turn_tokens)
 
     def score(arm: str, trainer: Trainer, **extra) -> None:
         seeds = list(range(EVAL_SEED0, EVAL_SEED0 + a.episodes))
@@ -244,7 +248,7 @@ def run_seed(a) -> None:
 
     for arm, trainer, cost, take in (
         ("bc", bc, step_cost, bc_step),
-        ("bc-reuse", reuse, lambda n: 6 * student.params * n * turn_tokens, reuse_step),
+        ("bc-reuse", reuse, reuse_cost, reuse_step),
     ):
         t = time.perf_counter()
         marks = [p["flops"] for p in doc["arms"]["bc+grpo"]["curve"][1:]]
