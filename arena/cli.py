@@ -13,6 +13,10 @@
     arena web traces --tasks T ... [--teacher scripted|openai] [--backend twin|browser]
                 [--episodes N] [--error-rate P] [--workers N] --out DIR
     arena volleyball demos [--episodes N] [--batch N] [--seed S] --out FILE.npz
+    arena sweep NAME [--samples N] [--max-concurrent K] [--address A] [--out DIR] [--resume]
+                [--set key=value ...]
+    arena sweep --watch SWEEP_DIR
+    arena report SWEEP_DIR [--out report.html]
 
 Each package registers its subcommands (``<package>/commands.py``: ``register(subparsers)``,
 with ``arena_handler="module:function"``, imported only when that command runs), so
@@ -39,6 +43,7 @@ COMMANDS = (
     "training.commands",
     "serve.commands",
     "cluster.commands",
+    "tune.commands",
 )
 """Modules whose ``register(subparsers)`` adds subcommands, in ``--help`` order."""
 

@@ -219,6 +219,33 @@ class LocalHead:
             raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return self
 
+    def add_worker(self, num_cpus: int = 1, timeout: float = 120, **env: str) -> Path:
+        """``ray start --address`` a worker node on this machine, joined to this head, with its
+        own temp dir and ports (stopped with the head: its processes name the head's GCS
+        address); returns its temp dir."""
+        temp = self.temp_dir / f"worker{len(list(self.temp_dir.glob('worker*')))}"
+        temp.mkdir(parents=True)
+        cmd = [
+            str(Path(sys.executable).parent / "ray"),
+            "start",
+            "--address",
+            self.gcs_address,
+            "--num-cpus",
+            str(num_cpus),
+            "--temp-dir",
+            str(temp),
+            "--disable-usage-stats",
+        ]
+        flags = [f for f in PORT_FLAGS if f != "--ray-client-server-port"]  # a head's own
+        for flag, port in zip(flags, free_ports(len(flags)), strict=True):
+            cmd += [flag, str(port)]
+        proc = subprocess.run(
+            cmd, env=venv_env(**env), capture_output=True, text=True, timeout=timeout
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        return temp
+
     def check_autoscaler(self) -> None:
         """Raises with the autoscaler's error output when its process has ended."""
         table = _process_table()

@@ -214,6 +214,14 @@ def _set_field(target: Any, key: str, value: Any, label: str) -> bool:
     return True
 
 
+def set_field(target: Any, key: str, value: Any) -> None:
+    """Sets field ``key`` of any typed dataclass config to ``value``, type-checked; an unknown
+    key is an error that names the allowed ones."""
+    if not _set_field(target, key, value, ""):
+        allowed = ", ".join(f.name for f in dataclasses.fields(target))
+        raise ConfigError(f"unknown key {key!r}; allowed: {allowed}")
+
+
 def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
     """Sets ``key`` (a TrainConfig, settings, ``model.`` or ``env.`` key) to ``value``,
     type-checked."""
@@ -239,8 +247,10 @@ def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
     raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(_allowed_keys(cfg))}")
 
 
-def apply_overrides(cfg: TrainConfig, pairs: list[str]) -> None:
-    """Applies ``key=value`` strings; values are read as YAML (``1e-3``, ``[64, 64]``, ``true``)."""
+def parse_overrides(pairs: list[str]) -> list[tuple[str, Any]]:
+    """``key=value`` strings as (key, value); values are read as YAML (``1e-3``, ``[64, 64]``,
+    ``true``)."""
+    out = []
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
@@ -249,7 +259,14 @@ def apply_overrides(cfg: TrainConfig, pairs: list[str]) -> None:
             value = yaml.load(raw, Loader=_NoAliases)  # noqa: S506 - a SafeLoader
         except yaml.YAMLError:
             raise ConfigError(f"--set {key}: cannot read value {shorten(raw)}") from None
-        set_value(cfg, key.strip(), value)
+        out.append((key.strip(), value))
+    return out
+
+
+def apply_overrides(cfg: TrainConfig, pairs: list[str]) -> None:
+    """Applies ``key=value`` strings (:func:`parse_overrides`) to a train config."""
+    for key, value in parse_overrides(pairs):
+        set_value(cfg, key, value)
 
 
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -22,10 +22,13 @@ in its storage and hands back on ``Tuner.restore`` or when PBT clones a trial.
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
 
+from training.checkpoints import write_atomic
 from training.run import Callback, CsvLog, Run, TensorBoardLog
 
 
@@ -96,7 +99,26 @@ def trial_run_dir() -> Path:
 
 def trial(config: dict[str, Any]) -> None:
     """Tune's function trainable: one Arena run to its target, reporting every iteration."""
-    cfg = trial_config(config)
+    train_trial(config)
+
+
+def sweep_trial(config: dict[str, Any]) -> None:
+    """The trainable of ``arena sweep``: ``config["trial"]`` is a sweep's trial
+    (:mod:`tune.sweeps`): its run, its labels and its stop."""
+    spec = config["trial"]
+    train_trial(spec["run"], spec.get("stop") or {})
+
+
+def train_trial(run_config: dict[str, Any], stop: dict[str, float] | None = None) -> None:
+    """Trains the run of a flat config in this trial's run directory until its target or
+    until a metric of ``stop`` reaches its value, checkpoints at the end, and writes
+    ``trial.json`` (the trial finished: not stopped by a scheduler, not killed)."""
+    import os
+
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cfg = trial_config(run_config)
     run_dir = trial_run_dir()
     checkpoint = restored_checkpoint(run_dir)
     if checkpoint is None:  # Tune starts this trial over: drop what an earlier attempt left
@@ -107,4 +129,13 @@ def trial(config: dict[str, Any]) -> None:
         checkpoint=checkpoint,
         callbacks=[CsvLog(), TensorBoardLog(), TuneReporter()],
     )
-    run.train()
+    reached = None
+    try:
+        while not run.done and reached is None:
+            row = run.step()
+            reached = next((k for k, v in (stop or {}).items() if row.get(k, -math.inf) >= v), None)
+        run.checkpoint()
+    finally:
+        run.close()
+    done = {"iteration": run.iteration, "stopped_by": reached or "target"}
+    write_atomic(run_dir / "trial.json", json.dumps(done))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
@@ -24,7 +23,8 @@ class GRPOSettings(LMSettings):
     """GRPO's settings (``--set key=value``); defaults follow the study where it found one."""
 
     init: str = ""
-    """A BC (or GRPO) run directory to start from: its newest checkpoint's weights and FLOPs."""
+    """A BC (or GRPO) run directory to start from (its newest checkpoint), or one of its
+    checkpoints (``RUN/checkpoints/iter_N``): that checkpoint's weights and FLOPs."""
     group_size: int = 8
     """Attempts per (task, seed) group (G)."""
     groups_per_iteration: int = 4
@@ -59,6 +59,10 @@ class GRPOSettings(LMSettings):
     """Passes over each iteration's turns (DeepSeekMath's mu, TRL's num_iterations, verl's
     ppo_epochs); above 1 the ratio to the sampler's log-probs moves and clipping acts."""
 
+    curriculum: bool = False
+    """Pick each group's task with weight p(1 - p) + 0.05, p the task's recent success in this
+    EnvRunner's groups: more groups where outcomes are mixed (the others are flat)."""
+
     def problems(self) -> list[str]:
         bad = super().problems()
         if self.group_size < 2:
@@ -87,9 +91,11 @@ def adopt_init_model(settings: GRPOSettings) -> None:
     import yaml
 
     from policies.algorithm import AlgorithmMismatch
+    from policies.lm.algorithm import init_source
     from policies.lm.student import StudentSettings
 
-    path = Path(settings.init) / "config.yaml"
+    run_dir, _ = init_source(settings.init)
+    path = run_dir / "config.yaml"
     try:
         data = yaml.safe_load(path.read_text())
         algo = data["algo"]
@@ -98,8 +104,6 @@ def adopt_init_model(settings: GRPOSettings) -> None:
         raise AlgorithmMismatch(
             f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"
         ) from None
-    if not (Path(settings.init) / "checkpoints" / "latest").is_file():
-        raise AlgorithmMismatch(f"--init {settings.init}: the run has no checkpoint yet")
 
 
 def build(env_id: str, settings: GRPOSettings, **options):
@@ -123,6 +127,7 @@ def build(env_id: str, settings: GRPOSettings, **options):
         "epochs": settings.epochs,
         "backend": settings.backend,
         "browsers": settings.browsers,
+        "curriculum": settings.curriculum,
     }
     return build_lm(env_id, settings, learner, **options)
 

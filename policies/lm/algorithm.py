@@ -10,6 +10,7 @@ started from a BC run (``init``) that run's total.
 from __future__ import annotations
 
 import csv
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -200,30 +201,44 @@ def build_lm(
     )
 
 
-def load_init(run: str, student_keys: dict) -> tuple[dict, float]:
-    """The weights of ``run``'s newest checkpoint (plain tensors, never unpickled code) and
-    the FLOPs that run spent."""
-    run_dir = Path(run)
-    latest = run_dir / "checkpoints" / "latest"
+def init_source(init: str) -> tuple[Path, Path]:
+    """The run directory and checkpoint ``init`` names: a run (its newest checkpoint) or one
+    of its checkpoints, ``RUN/checkpoints/iter_N`` (a branch point part-way into BC)."""
+    path = Path(init)
+    if path.parent.name == "checkpoints":
+        if not (path / "arena.json").is_file():
+            raise AlgorithmMismatch(f"--init {init}: not a checkpoint (no arena.json)")
+        return path.parent.parent, path
+    latest = path / "checkpoints" / "latest"
     if not latest.is_file():
-        raise AlgorithmMismatch(f"--init {run}: no checkpoints/latest (not a finished run?)")
-    path = run_dir / "checkpoints" / latest.read_text().strip() / "weights" / f"{MODULE_ID}.pt"
+        raise AlgorithmMismatch(
+            f"--init {init}: the run has no checkpoint yet (no checkpoints/latest)"
+        )
+    return path, path / "checkpoints" / latest.read_text().strip()
+
+
+def load_init(init: str, student_keys: dict) -> tuple[dict, float]:
+    """The student weights of ``init``'s checkpoint (plain tensors, never unpickled code) and
+    the FLOPs its run had spent at that checkpoint."""
+    run_dir, checkpoint = init_source(init)
+    path = checkpoint / "weights" / f"{MODULE_ID}.pt"
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")
     except (OSError, RuntimeError) as e:
-        raise AlgorithmMismatch(f"--init {run}: cannot read {path} ({e})") from None
+        raise AlgorithmMismatch(f"--init {init}: cannot read {path} ({e})") from None
     state = {k.removeprefix("lm."): v for k, v in state.items()}
     want = {k: tuple(v.shape) for k, v in student_keys.items()}
     have = {k: tuple(v.shape) for k, v in state.items()}
     if want != have:
         raise AlgorithmMismatch(
-            f"--init {run}: its student is not this run's (different model settings)"
+            f"--init {init}: its student is not this run's (different model settings)"
         )
+    iteration = int(json.loads((checkpoint / "arena.json").read_text())["iteration"])
     flops = 0.0
     metrics = run_dir / "metrics.csv"
     if metrics.is_file():
         with metrics.open() as f:
-            rows = list(csv.DictReader(f))
+            rows = [r for r in csv.DictReader(f) if r.get("iteration") == str(iteration)]
         if rows and rows[-1].get("flops_total"):
             flops = float(rows[-1]["flops_total"])
     return state, flops

@@ -32,6 +32,8 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         self.pool = EnvPool(lambda env_id: envs.make(env_id, **config.env_config))
         self._weights_seq_no = 0
         self.num_env_steps_sampled_lifetime = 0
+        # curriculum: each task's recent success (an average over its last groups' episodes)
+        self.task_success = dict.fromkeys(self.settings["tasks"], 0.5)
 
     def make_module(self) -> None:
         self.module = self.config.rl_module_spec.build()
@@ -47,9 +49,15 @@ class TextEnvRunner(EnvRunner, Checkpointable):
     def sample_groups(self, groups: int, group_size: int, temperature: float) -> list[dict]:
         """``groups`` x ``group_size`` episodes on random (task, training seed) pages."""
         tasks = self.settings["tasks"]
+        weights = np.ones(len(tasks))
+        if self.settings.get("curriculum"):
+            # Tasks neither mastered nor hopeless give mixed groups: weight p(1 - p), floored
+            # so that no task drops out for good.
+            p = np.array([self.task_success[t] for t in tasks])
+            weights = p * (1 - p) + 0.05
         pages = []
         for g in range(groups):
-            task = tasks[int(self.rng.integers(len(tasks)))]
+            task = tasks[int(self.rng.choice(len(tasks), p=weights / weights.sum()))]
             seed = int(self.rng.integers(TRAIN_SEEDS))
             pages += [(task, seed, g)] * group_size
         backend = self.settings.get("backend", "twin")
@@ -60,7 +68,11 @@ class TextEnvRunner(EnvRunner, Checkpointable):
             jobs = self.pool.jobs(pages[i : i + at_once], backend)
             episodes += play(self.student, jobs, temperature, self.generator)
         self.num_env_steps_sampled_lifetime += sum(len(e.turns) for e in episodes)
-        return [episode_record(e) for e in episodes]
+        records = [episode_record(e) for e in episodes]
+        for task in {page[0] for page in pages}:
+            won = [r["success"] for r, page in zip(records, pages, strict=True) if page[0] == task]
+            self.task_success[task] = 0.5 * self.task_success[task] + 0.5 * float(np.mean(won))
+        return records
 
     def evaluate(
         self, tasks: list[str], seeds: list[int], temperature: float = 0.0, backend="twin"

@@ -1,0 +1,109 @@
+"""The report's statistics against cases with known answers: the bootstrap interval of a mean,
+paired differences, values at matched compute, the study's model selection, and the
+importance analysis on synthetic results with a planted best value."""
+
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tune.analysis import (
+    best_k_mean,
+    bootstrap_ci,
+    bootstrap_diff,
+    importance,
+    top_share,
+    value_at,
+)
+
+
+def test_bootstrap_interval_of_a_mean_matches_the_normal_approximation():
+    # 200 coin flips, half heads: mean 0.5, standard error sqrt(0.25 / 200) = 0.0354, so
+    # the 95% interval is 0.5 +- 1.96 * 0.0354 = 0.431 .. 0.569.
+    mean, low, high = bootstrap_ci([0.0, 1.0] * 100, resamples=1000, seed=1)
+    assert mean == 0.5
+    assert low == pytest.approx(0.431, abs=0.012) and high == pytest.approx(0.569, abs=0.012)
+    # a constant has no spread; NaNs are left out; nothing gives NaN
+    assert bootstrap_ci([0.7, 0.7, math.nan, 0.7]) == pytest.approx((0.7, 0.7, 0.7))
+    assert all(math.isnan(v) for v in bootstrap_ci([]))
+
+
+def test_paired_difference_removes_the_spread_the_arms_share():
+    # Seeds differ a lot, but arm a is 0.1 above arm b on every one of them: paired, the
+    # interval is a point; unpaired (no shared seeds) it is wide.
+    b = {s: v for s, v in enumerate([0.1, 0.5, 0.9, 0.3])}
+    a = {s: v + 0.1 for s, v in b.items()}
+    assert bootstrap_diff(a, b) == pytest.approx((0.1, 0.1, 0.1))
+    shifted = {s + 10: v for s, v in a.items()}
+    d, low, high = bootstrap_diff(shifted, b)
+    assert d == pytest.approx(0.1) and low < 0 < high
+
+
+def test_value_at_matched_compute_is_the_first_evaluation_at_the_budget():
+    curve = pd.DataFrame(
+        {"flops_total": [1.0, 2.0, 3.0, 4.0], "eval_success": [0.1, math.nan, 0.5, 0.9]}
+    )
+    assert value_at(curve, 2.0) == 0.5  # row 2 has no evaluation: the next one
+    assert value_at(curve, 0.5) == 0.1
+    assert value_at(curve, 3.999) == 0.9  # within 0.1% of the budget counts as reaching it
+    assert math.isnan(value_at(curve, 5.0))  # never got there
+
+
+def test_model_selection_as_the_study():
+    assert best_k_mean([0.2, 0.9, 0.5, math.nan, 0.7]) == pytest.approx(0.8)
+    assert best_k_mean([0.4]) == 0.4
+    picked = top_share(pd.Series([0.1, 0.9, 0.3] + [0.2] * 17))  # 20 runs: the top 2
+    assert picked.sum() == 2 and picked.iloc[1]
+    assert top_share(pd.Series([0.3, 0.6])).tolist() == [False, True]  # at least one
+
+
+def synthetic_runs(seed: int = 0) -> pd.DataFrame:
+    """Random search over lr (drawn unevenly), temperature and clip; the score depends on lr
+    alone and is highest at lr=1e-3, the least drawn value; 3 seeds per configuration."""
+    rng = random.Random(seed)
+    noise = np.random.default_rng(seed)
+    rows = []
+    for c in range(40):
+        lr = rng.choices([1e-4, 1e-3, 1e-2], weights=[6, 1, 3])[0]
+        temperature = rng.choice([0.25, 1.0])
+        clip = rng.choice([True, False])
+        base = {1e-4: 0.3, 1e-3: 0.8, 1e-2: 0.5}[lr]
+        for s in range(3):
+            score = float(np.clip(base + noise.normal(0, 0.05), 0, 1))
+            rows.append({"config": f"c{c}", "seed": s, "lr": lr, "temperature": temperature,
+                         "clip": clip, "score": score})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_importance_finds_the_planted_best_value():
+    runs = synthetic_runs()
+    assert (runs["lr"] == 1e-3).sum() < (runs["lr"] == 1e-4).sum()  # drawn least often
+    imp = importance(runs, ["lr", "temperature", "clip"], resamples=300).set_index(
+        ["param", "value"]
+    )
+    lr = imp.loc["lr"]
+    assert lr["win_rate"].idxmax() == 1e-3 and lr.loc[1e-3, "win_rate"] > 0.9
+    assert lr.loc[1e-3, "rel_reward"] == pytest.approx(1.0)
+    assert lr.loc[1e-4, "rel_high"] < 0.45  # about 0.3 / 0.8, and clearly below 1
+    # win rates are probabilities over each hyperparameter's values
+    for p in ("lr", "temperature", "clip"):
+        assert imp.loc[p, "win_rate"].sum() == pytest.approx(1.0)
+    # an irrelevant one moves only with the lr values its runs happened to draw
+    assert (imp.loc["temperature", "rel_low"] > 0.7).all()
+
+
+def test_importance_weights_each_value_by_its_runs():
+    # No hyperparameter matters; value "a" was drawn 9 times as often as "b". Unweighted,
+    # "a" would win about 90% of the time by number alone; weighted by 1/runs, about half.
+    rng = np.random.default_rng(0)
+    runs = pd.DataFrame(
+        {
+            "config": [f"c{i}" for i in range(100)],
+            "x": ["a"] * 90 + ["b"] * 10,
+            "score": rng.uniform(0, 1, 100),
+        }  # fmt: skip
+    )
+    imp = importance(runs, ["x"], resamples=2000, k=1).set_index("value")
+    assert 0.25 < imp.loc["b", "win_rate"] < 0.75

@@ -1,0 +1,407 @@
+"""The statistics of a sweep's report: bootstrap intervals, values at matched compute, the
+web-agent study's hyperparameter importance and model selection, and each sweep's sections
+(tables and figures).
+
+Bootstrap: 1,000 resamples, 95% percentile intervals. Where two arms ran the same seeds the
+difference is paired (resampling seeds); otherwise each arm is resampled on its own.
+
+Importance (Vattikonda et al. 2025, Algorithm 1): resample the trials with replacement; in
+each resample score every configuration as the mean of its best 2 trials and take the best
+configuration. A value's *win rate* is how often the best configuration has it, each value's
+wins divided by its number of runs (so values the random search drew more often do not win
+by number) and normalised to sum to 1 over the hyperparameter's values. Its *relative reward*
+is the mean score of its runs over the best value's mean, with a 95% interval over resamples.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tune.sweeps import Section
+
+RESAMPLES = 1000
+
+
+# --- statistics ------------------------------------------------------------------------------
+def bootstrap_ci(values, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95):
+    """(mean, low, high) of ``values``' mean, by percentile bootstrap."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(len(x), size=(resamples, len(x)))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    return (
+        float(x.mean()),
+        float(np.percentile(means, tail)),
+        float(np.percentile(means, 100 - tail)),
+    )
+
+
+def bootstrap_diff(a: dict, b: dict, resamples: int = RESAMPLES, seed: int = 0):
+    """(difference, low, high) of mean(a) - mean(b); ``a`` and ``b`` map seed -> value. On
+    the seeds both have, paired; else each resampled on its own."""
+    shared = sorted(set(a) & set(b))
+    if len(shared) >= 2:
+        return bootstrap_ci([a[s] - b[s] for s in shared], resamples, seed)
+    xa, xb = (np.asarray(list(d.values()), dtype=float) for d in (a, b))
+    if not (len(xa) and len(xb)):
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    da = xa[rng.integers(len(xa), size=(resamples, len(xa)))].mean(axis=1)
+    db = xb[rng.integers(len(xb), size=(resamples, len(xb)))].mean(axis=1)
+    d = da - db
+    return float(xa.mean() - xb.mean()), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
+
+
+def value_at(curve: pd.DataFrame, budget: float, x: str = "flops_total", y: str = "eval_success"):
+    """``y`` at the first row whose ``x`` reaches ``budget`` (within 0.1%): the metric at
+    matched compute; NaN if the trial never got there."""
+    reached = curve[curve[x] >= budget * 0.999].sort_values(x)
+    reached = reached[reached[y].notna()]
+    return float(reached[y].iloc[0]) if len(reached) else math.nan
+
+
+def best_k_mean(scores, k: int = 2) -> float:
+    """The mean of the best ``k`` finite scores (the study's score of an RL configuration)."""
+    s = sorted((v for v in scores if math.isfinite(v)), reverse=True)[:k]
+    return float(np.mean(s)) if s else math.nan
+
+
+def top_share(scores: pd.Series, share: float = 0.1) -> pd.Series:
+    """Which entries are in the top ``share`` (at least one): the study's selection of BC
+    checkpoints by area under the learning curve."""
+    n = max(1, math.ceil(share * len(scores)))
+    return scores.rank(ascending=False, method="first") <= n
+
+
+def importance(
+    runs: pd.DataFrame, params: list[str], score: str = "score", config: str = "config",
+    resamples: int = RESAMPLES, seed: int = 0, k: int = 2,
+) -> pd.DataFrame:  # fmt: skip
+    """Per hyperparameter value: runs, win rate, relative reward and its 95% interval (see
+    the module docstring). ``runs`` has one row per trial: its ``config``, ``params`` and
+    ``score``."""
+    runs = runs[runs[score].notna()].reset_index(drop=True)
+    if runs.empty:
+        return pd.DataFrame()
+    rng = np.random.default_rng(seed)
+    values = {p: sorted(runs[p].dropna().unique(), key=str) for p in params}
+    counts = {p: runs[p].value_counts().to_dict() for p in params}
+    wins = {p: dict.fromkeys(values[p], 0.0) for p in params}
+    rel = {p: {v: [] for v in values[p]} for p in params}
+    for _ in range(resamples):
+        sample = runs.iloc[rng.integers(len(runs), size=len(runs))]
+        by_config = sample.groupby(config)[score].apply(lambda s: best_k_mean(s, k))
+        best = sample[sample[config] == by_config.idxmax()].iloc[0]
+        for p in params:
+            wins[p][best[p]] += 1
+            means = sample.groupby(p)[score].mean()
+            top = means.max()
+            for v in values[p]:
+                if v in means and top > 0:
+                    rel[p][v].append(means[v] / top)
+    out = []
+    for p in params:
+        weighted = {v: wins[p][v] / counts[p][v] for v in values[p]}
+        total = sum(weighted.values()) or 1.0
+        for v in values[p]:
+            r = np.asarray(rel[p][v]) if rel[p][v] else np.asarray([math.nan])
+            out.append({
+                "param": p, "value": v, "runs": counts[p][v], "win_rate": weighted[v] / total,
+                "rel_reward": float(np.nanmean(r)), "rel_low": float(np.nanpercentile(r, 2.5)),
+                "rel_high": float(np.nanpercentile(r, 97.5)),
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+# --- tables and figures ----------------------------------------------------------------------
+def md_table(df: pd.DataFrame, floats: str = "{:.3f}") -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return "" if math.isnan(v) else floats.format(v)
+        return str(v)
+
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    rule = "|" + "---|" * len(df.columns)
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def ci_text(point, low, high, fmt: str = "{:.3f}") -> str:
+    if math.isnan(point):
+        return "n/a"
+    return f"{fmt.format(point)} ({fmt.format(low)} to {fmt.format(high)})"
+
+
+def save_figure(fig, figures: Path, name: str) -> str:
+    """PNG and SVG of ``fig`` in ``figures``; returns the PNG's path."""
+    import matplotlib.pyplot as plt
+
+    figures.mkdir(parents=True, exist_ok=True)
+    png = figures / f"{name}.png"
+    fig.savefig(png, dpi=110, bbox_inches="tight")
+    fig.savefig(figures / f"{name}.svg", bbox_inches="tight")
+    plt.close(fig)
+    return str(png)
+
+
+def band(curves: list[pd.Series], resamples: int = 200, seed: int = 0):
+    """Mean and 95% bootstrap band over curves (aligned on their index), per index value."""
+    table = pd.concat(curves, axis=1)
+    rng = np.random.default_rng(seed)
+    mean, low, high = [], [], []
+    for _, row in table.iterrows():
+        x = row.dropna().to_numpy(dtype=float)
+        if len(x) == 0:
+            mean.append(math.nan), low.append(math.nan), high.append(math.nan)
+            continue
+        m = x[rng.integers(len(x), size=(resamples, len(x)))].mean(axis=1)
+        (
+            mean.append(x.mean()),
+            low.append(np.percentile(m, 2.5)),
+            high.append(np.percentile(m, 97.5)),
+        )
+    return table.index.to_numpy(), np.array(mean), np.array(low), np.array(high)
+
+
+def curves_figure(rows: pd.DataFrame, y: str, groups: list[str], title: str, figures: Path,
+                  name: str, x: str = "iteration") -> str:  # fmt: skip
+    """``y`` against ``x``, one line per group (mean over its trials) with a 95% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    keyed = rows.groupby(groups, dropna=False) if groups else [("all", rows)]
+    for key, part in keyed:
+        curves = [c.set_index(x)[y] for _, c in part.groupby("trial") if c[y].notna().any()]
+        curves = [c[~c.index.duplicated()].dropna() for c in curves]
+        if not curves:
+            continue
+        xs, m, lo, hi = band(curves)
+        label = ", ".join(f"{g}={v}" for g, v in zip(groups, np.atleast_1d(key), strict=False))
+        line = ax.plot(xs, m, label=f"{label or 'all'} (n={len(curves)})")[0]
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel(x), ax.set_ylabel(y), ax.set_title(title), ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return save_figure(fig, figures, name)
+
+
+def final_values(trials: pd.DataFrame, rows: pd.DataFrame, metric: str) -> pd.Series:
+    """Each trial's last finite value of ``metric`` (index: trial)."""
+    out = {}
+    for t in trials["trial"]:
+        vals = rows.loc[rows["trial"] == t, metric].dropna() if metric in rows else []
+        out[t] = float(vals.iloc[-1]) if len(vals) else math.nan
+    return pd.Series(out)
+
+
+# --- sections --------------------------------------------------------------------------------
+def status_section(trials: pd.DataFrame) -> Section:
+    counts = trials.groupby(["stage", "status"]).size().unstack(fill_value=0).reset_index()
+    return Section("Trials", md_table(counts))
+
+
+def seed_sections(trials, rows, metric: str, figures: Path) -> list[Section]:
+    finals = final_values(trials, rows, metric)
+    table = trials[["seed", "status", "iterations"]].copy()
+    table[metric] = finals.reindex(trials["trial"]).to_numpy()
+    text = [f"Final {metric} per seed:", "", md_table(table.sort_values("seed")), ""]
+    text.append(f"**Mean {metric} over {len(table)} seeds: "
+                f"{ci_text(*bootstrap_ci(table[metric]), fmt='{:.3g}')}** (95% bootstrap).")  # fmt: skip
+    figs = [curves_figure(rows, metric, [], f"{metric} over seeds (mean, 95% band)", figures,
+                          "curve")]  # fmt: skip
+    if "win_rate" in rows and rows["win_rate"].notna().any():
+        wins = final_values(trials, rows, "win_rate")
+        text.append(f"\n**Final win rate: {ci_text(*bootstrap_ci(wins), fmt='{:.2f}')}**.")
+        figs.append(curves_figure(rows, "win_rate", [], "win rate over seeds", figures, "wins"))
+    return [status_section(trials), Section(f"{metric} over seeds", "\n".join(text), figs)]
+
+
+def sensitivity_sections(trials, rows, metric: str, params: list[str], figures: Path):
+    finals = final_values(trials, rows, metric)
+    runs = trials.copy()
+    runs["score"] = finals.reindex(trials["trial"]).to_numpy()
+    table = runs[["config", *params, "status", "iterations", "score"]].sort_values(
+        "score", ascending=False
+    )
+    text = (f"Each configuration's last {metric} (ASHA stops the ones behind at each rung, so "
+            "their last value is earlier):\n\n" + md_table(table.rename(columns={"score": metric})))  # fmt: skip
+    imp = importance(runs, params, k=1)
+    sections = [status_section(trials), Section("Configurations", text, [
+        curves_figure(rows, metric, ["config"], f"{metric} per configuration", figures, "curves")
+    ])]  # fmt: skip
+    sections.append(importance_section(imp, "Hyperparameter importance", figures, "importance"))
+    return sections
+
+
+def importance_section(imp: pd.DataFrame, title: str, figures: Path, name: str) -> Section:
+    if imp.empty:
+        return Section(title, "No scored runs.")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    params = list(dict.fromkeys(imp["param"]))
+    fig, axes = plt.subplots(1, len(params), figsize=(2.2 * len(params), 3), squeeze=False)
+    for ax, p in zip(axes[0], params, strict=True):
+        part = imp[imp["param"] == p]
+        ax.bar([str(v) for v in part["value"]], part["win_rate"], color="tab:blue")
+        ax.set_title(p, fontsize=8), ax.set_ylim(0, 1), ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("win rate")
+    fig.tight_layout()
+    table = imp.assign(
+        value=[v if isinstance(v, str | bool) else f"{v:g}" for v in imp["value"]],
+        rel_reward=[
+            ci_text(r, lo, hi, "{:.2f}")
+            for r, lo, hi in zip(imp["rel_reward"], imp["rel_low"], imp["rel_high"], strict=True)
+        ],  # fmt: skip
+    ).drop(columns=["rel_low", "rel_high"])
+    text = ("Win rate: how often the best configuration of a bootstrap resample has the value "
+            "(weighted by 1/runs with the value); relative reward: the value's mean score over "
+            "the best value's, 95% interval.\n\n" + md_table(table, "{:.2f}"))  # fmt: skip
+    return Section(title, text, [save_figure(fig, figures, name)])
+
+
+def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[Section]:
+    """The compute-allocation study: success at the budget per teacher fraction, the verdict
+    (mixed against pure BC and pure GRPO), the curves, importance per warm-start level."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bc = trials[trials["stage"] == "bc"]
+    budgets = {}
+    for _, t in bc.iterrows():
+        curve = rows[rows["trial"] == t["trial"]]
+        if len(curve):
+            budgets[int(t["seed"])] = float(curve["flops_total"].max())
+    if not budgets:
+        return [status_section(trials), Section("Compute allocation", "No BC run finished.")]
+
+    def at_budget(t, b=None) -> float:
+        budget = budgets.get(int(t["seed"]), math.nan) if b is None else b
+        return value_at(rows[rows["trial"] == t["trial"]], budget)
+
+    runs = trials.copy()
+    runs["score"] = [at_budget(t) for _, t in runs.iterrows()]
+    grpo = runs[runs["stage"] == "grpo"]
+    levels = sorted(grpo["fraction"].unique()) if len(grpo) else []
+    best_config = {}
+    for f in levels:
+        part = grpo[grpo["fraction"] == f]
+        scores = part.groupby("config")["score"].apply(best_k_mean)
+        if scores.notna().any():
+            best_config[f] = scores.idxmax()
+    arms = {1.0: {int(t["seed"]): t["score"] for _, t in runs[runs["stage"] == "bc"].iterrows()}}
+    for f, c in best_config.items():
+        arms[f] = {int(t["seed"]): t["score"] for _, t in grpo[grpo["config"] == c].iterrows()}
+    table = []
+    for f in sorted(arms):
+        allf = grpo[grpo["fraction"] == f]["score"] if f < 1 else pd.Series(arms[1.0])
+        row = {"teacher fraction": f"{f:.3f}", "arm": "pure BC" if f == 1 else
+               ("pure GRPO" if f == 0 else "BC then GRPO"),
+               "best config": best_config.get(f, ""), "success at B (95% CI)":
+               ci_text(*bootstrap_ci(list(arms[f].values()))),
+               "all configs": ci_text(*bootstrap_ci(allf)),
+               "minus pure BC": ci_text(*bootstrap_diff(arms[f], arms[1.0])) if f < 1 else "",
+               "minus pure GRPO": ci_text(*bootstrap_diff(arms[f], arms[0.0]))
+               if 0.0 in arms and f > 0 else ""}  # fmt: skip
+        table.append(row)
+    mixed = {f: a for f, a in arms.items() if 0 < f < 1}
+    verdict = ["No mixed allocation ran."]
+    if mixed:
+        fbest = max(mixed, key=lambda f: np.nanmean(list(mixed[f].values())))
+        d_bc = bootstrap_diff(mixed[fbest], arms[1.0])
+        lines = [f"Best mixed allocation: teacher fraction **{fbest:.3f}**, success "
+                 f"{ci_text(*bootstrap_ci(list(mixed[fbest].values())))}."]  # fmt: skip
+        against = [("pure BC", d_bc)]
+        if 0.0 in arms:
+            against.append(("pure GRPO", bootstrap_diff(mixed[fbest], arms[0.0])))
+        for name, d in against:
+            word = (
+                "beats" if d[1] > 0 else ("is beaten by" if d[2] < 0 else "is not separable from")
+            )
+            lines.append(f"- It **{word}** {name} at equal FLOPs: difference {ci_text(*d)}.")
+        lines.append(
+            "\nThe best fraction and each fraction's best configuration are picked on the same "
+            "trials they are scored on, which flatters them; the 'all configs' column does not."
+        )
+        verdict = lines
+    budget_text = ", ".join(f"seed {s}: {b:.3g}" for s, b in sorted(budgets.items()))
+    text = (f"Budget B (the pure-BC run's FLOPs) per seed: {budget_text}.\n\n"
+            f"Success = greedy held-out success at the first evaluation at or past B. A fraction's "
+            f"best configuration is the one with the best mean of its best 2 trials.\n\n"
+            + md_table(pd.DataFrame(table)) + "\n\n" + "\n".join(verdict))  # fmt: skip
+
+    # success against FLOPs, per fraction (its best configuration; mean over seeds)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    cmap = plt.get_cmap("viridis")
+    show = [(1.0, runs[runs["stage"] == "bc"])] + [
+        (f, grpo[grpo["config"] == c]) for f, c in best_config.items()
+    ]
+    grid = np.linspace(0, max(budgets.values()), 41)
+    for f, part in show:
+        curves = []
+        for _, t in part.iterrows():
+            c = rows[rows["trial"] == t["trial"]].dropna(subset=["eval_success"])
+            if len(c):
+                idx = np.searchsorted(c["flops_total"].to_numpy(), grid, side="right") - 1
+                ys = np.where(idx >= 0, c["eval_success"].to_numpy()[np.maximum(idx, 0)], np.nan)
+                ys[grid > c["flops_total"].max() * 1.001] = np.nan
+                curves.append(pd.Series(ys, index=grid))
+        if curves:
+            xs, m, lo, hi = band(curves)
+            line = ax.plot(xs, m, color=cmap(f), label=f"f={f:.2f}")[0]
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("FLOPs (teacher + student)"), ax.set_ylabel("held-out success")
+    ax.set_title("success against compute, per teacher fraction"), ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig1 = save_figure(fig, figures, "allocation_curves")
+
+    # best success against fraction, at fixed budgets
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for share in (1 / 3, 2 / 3, 1.0):
+        points = {}
+        for _, t in runs.iterrows():
+            b = budgets.get(int(t["seed"]), math.nan) * share
+            branch = float(t.get("branch_flops", 0.0) or 0.0) if t["stage"] == "grpo" else b
+            if t["stage"] == "grpo" and branch > b:
+                continue  # this trial was still in BC at that budget
+            f = round(min(1.0, branch / b), 3)
+            key = (f, t.get("config") if t["stage"] == "grpo" else "bc")
+            points.setdefault(key, []).append(at_budget(t, b))
+        best = {}
+        for (f, _), vals in points.items():
+            if np.isfinite(vals).any():
+                best[f] = max(best.get(f, -1.0), float(np.nanmean(vals)))
+        if best:
+            xs = sorted(best)
+            ax.plot(xs, [best[x] for x in xs], marker="o", label=f"budget {share:.2f} B")
+    ax.set_xlabel("teacher fraction of the budget"), ax.set_ylabel("best mean success")
+    ax.set_title("best success against teacher fraction"), ax.grid(alpha=0.3), ax.legend()
+    fig2 = save_figure(fig, figures, "allocation_fraction")
+
+    sections = [status_section(trials), Section("Compute allocation", text, [fig1, fig2])]
+    bc_runs = runs[runs["stage"] == "bc"].copy()
+    bc_runs["AUC"] = final_values(bc_runs, rows, "eval_auc").reindex(bc_runs["trial"]).to_numpy()
+    bc_runs["top 10%"] = top_share(bc_runs["AUC"])
+    sections.append(Section(
+        "BC runs (model selection by area under the curve)",
+        md_table(bc_runs[["seed", "AUC", "score", "top 10%"]].rename(columns={"score": "success at B"})),
+    ))  # fmt: skip
+    for f in levels:
+        part = grpo[grpo["fraction"] == f]
+        imp = importance(part, params)
+        sections.append(importance_section(
+            imp, f"GRPO knobs at warm-start level f={f:.3f}", figures, f"importance_f{f:.3f}"
+        ))  # fmt: skip
+    return sections

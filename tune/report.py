@@ -1,0 +1,55 @@
+"""``arena report SWEEP_DIR``: the sweep's report as Markdown (``report.md`` beside the PNG
+and SVG figures) and as one self-contained HTML page (the figures inlined), from its trial
+folders (:mod:`tune.results`) and its sweep's sections (:mod:`tune.analysis`)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from pathlib import Path
+
+import markdown
+
+from training.checkpoints import write_atomic
+from tune.results import collect, read_sweep
+from tune.sweeps import Section, make_sweep
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;
+color:#222}table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}
+img{max-width:100%;border:1px solid #eee;margin:0.5em 0}code{background:#f6f6f6}"""
+
+
+def write_report(sweep_dir: Path, out: Path | None = None) -> Path:
+    """Writes ``report.md``, the figures and the HTML report; returns the HTML's path."""
+    saved = read_sweep(sweep_dir)
+    sweep = make_sweep(saved["name"], saved["values"])
+    trials, rows = collect(sweep_dir, tuple(sweep.stage_names))
+    if trials.empty or rows.empty:
+        raise FileNotFoundError(f"{sweep_dir}: no trial has reported yet")
+    out = Path(out) if out else Path(sweep_dir) / "report" / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figures = out.parent / "figures"
+    sections = sweep.report(trials, rows, figures)
+    head = (f"# {saved['name']} sweep: {Path(sweep_dir).resolve().name}\n\n"
+            f"{len(trials)} trials; report written {time.strftime('%Y-%m-%d %H:%M')}.\n")  # fmt: skip
+    md = [head] + [_markdown(s, out.parent) for s in sections]
+    write_atomic(out.with_suffix(".md"), "\n".join(md))
+    body = [markdown.markdown(head)]
+    for s in sections:
+        body.append(markdown.markdown(f"## {s.title}\n\n{s.text}", extensions=["tables"]))
+        for fig in s.figures:
+            data = base64.b64encode(Path(fig).read_bytes()).decode()
+            body.append(
+                f'<img alt="{html.escape(Path(fig).stem)}" src="data:image/png;base64,{data}">'
+            )
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(saved['name'])}"
+            f" sweep</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
+    write_atomic(out, page)
+    return out
+
+
+def _markdown(section: Section, root: Path) -> str:
+    figs = "".join(f"\n![{Path(f).stem}]({Path(f).relative_to(root)})\n" for f in section.figures)
+    return f"## {section.title}\n\n{section.text}\n{figs}"

@@ -1,0 +1,188 @@
+"""``compute_allocation``: how to split a FLOP budget between behaviour cloning on teacher
+traces and GRPO, the question of Vattikonda et al., "How to Train Your LLM Web Agent: A
+Statistical Diagnosis" (NeurIPS 2025), at this machine's scale.
+
+    arena sweep compute_allocation [--samples N]
+
+Stage ``bc``: one BC run per seed, ``bc_steps`` steps on traces it pays the teacher for as it
+uses them (``policies.bc``), a checkpoint every step. Its FLOPs at the end are the seed's budget
+B; it is the pure-BC arm (teacher fraction 1).
+
+Stage ``grpo``: for every teacher fraction f < 1 and seed, GRPO from the BC checkpoint whose
+FLOPs are nearest f * B (f = 0: from the untrained student), run until its FLOPs (the branch's
+included) reach B. At each fraction, ``samples`` GRPO configurations are drawn at random over
+the knobs the study varied, and each runs from every seed's branch, so a configuration is
+scored like the study's: the mean of its best 2 trials.
+
+The teacher is charged at ``teacher_ratio`` times the student's parameters (70/8: the study's
+Llama 3.3 70B teaching Llama 3.1 8B), so that BC's and GRPO's FLOPs compare as they did there.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from tune.sweeps import Stage
+
+FRACTIONS = [0.0, 1 / 6, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0]
+
+GRPO_SPACE: dict[str, list] = {
+    "temperature": [0.5, 1.0],
+    "lr": [3e-4, 1e-3, 3e-3],
+    "group_size": [4, 8],
+    "std_normalise": [False, True],
+    "filter_zero_std": [True, False],
+    "clip": [True, False],
+    "discount": [0.5, 0.9, 1.0],
+    "curriculum": [False, True],
+}
+"""The GRPO knobs the study varied (temperature, learning rate, group size, std-normalised
+advantage, zero-advantage filtering, clipping, discount, curriculum), with values for the tiny
+student."""
+
+
+@dataclass
+class ComputeAllocationSweep:
+    """A FLOP budget split between BC and GRPO at teacher fractions ``fractions``."""
+
+    env: str = "websim/click-test-2-v0"
+    """The first twin task (``websim/<task>-v0``)."""
+    tasks: list[str] = field(default_factory=lambda: ["focus-text", "click-dialog"])
+    """The suite's other twin tasks."""
+    bc_steps: int = 40
+    """Steps of the pure-BC run; its FLOPs are the budget."""
+    fractions: list[float] = field(default_factory=lambda: list(FRACTIONS))
+    """Teacher fractions: the share of the budget spent on BC before GRPO takes over."""
+    seeds: int = 3
+    """BC runs; every GRPO configuration runs from each one's branch point."""
+    samples: int = 2
+    """GRPO configurations drawn per fraction (``--samples``)."""
+    teacher_ratio: float = 70 / 8
+    """The teacher is charged at this many times the student's parameters."""
+    grpo_max_iterations: int = 60
+    """A GRPO trial also ends after this many iterations (one from the untrained student may
+    not reach the budget: its FLOPs are then reported as they are)."""
+    bc: dict[str, Any] = field(
+        default_factory=lambda: {"lr": 3e-3, "batch_size": 32, "teacher_error_rate": 0.1}
+    )
+    """BC settings (``arena train --algo bc --set``)."""
+    grpo: dict[str, Any] = field(
+        default_factory=lambda: {"groups_per_iteration": 4, "epochs": 4, "minibatch_size": 16}
+    )
+    """GRPO settings every trial has."""
+    model: dict[str, Any] = field(default_factory=lambda: {"kind": "tiny"})
+    """The student (``model.KEY``)."""
+    eval_seeds: int = 8
+    """Held-out page seeds per task, evaluated greedily after every iteration."""
+    space: dict[str, list] = field(default_factory=lambda: dict(GRPO_SPACE))
+    """GRPO knob -> values drawn from."""
+    seed: int = 0
+    """Seed of the draws."""
+
+    stage_names = ("bc", "grpo")
+    metric = "eval_success"
+
+    def common(self, seed: int) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "tasks": list(self.tasks),
+            "seed": seed,
+            "eval_every": 1,
+            "eval_seeds": self.eval_seeds,
+            **{f"model.{k}": v for k, v in self.model.items()},
+        }
+
+    def bc_config(self, seed: int) -> dict[str, Any]:
+        from policies.lm.student import Student, StudentSettings
+        from training.config import set_field
+
+        student = StudentSettings()
+        for key, value in self.model.items():
+            set_field(student, key, value)
+        params = Student.build(student).params
+        batch = int(self.bc.get("batch_size", 32))
+        # Enough traces that BC never goes round them again: every step pays the teacher.
+        episodes = math.ceil(1.25 * self.bc_steps * batch / (1 + len(self.tasks)))
+        return {
+            **self.common(seed),
+            "algo": "bc",
+            "iterations": self.bc_steps,
+            "checkpoint_every": 1,
+            "keep_checkpoints": self.bc_steps,
+            "trace_episodes": episodes,
+            "teacher_params": self.teacher_ratio * params,
+            **self.bc,
+        }
+
+    def grpo_configs(self) -> list[dict[str, Any]]:
+        rng = random.Random(self.seed)
+        levels = [f for f in self.fractions if f < 1]
+        return [
+            {k: rng.choice(v) for k, v in self.space.items()}
+            for _ in range(len(levels) * self.samples)
+        ]
+
+    def validate(self) -> None:
+        from training.config import ConfigError
+        from tune.trainable import trial_config
+
+        if self.bc_steps < 2 or self.seeds < 1 or self.samples < 1:
+            raise ConfigError(
+                f"bc_steps={self.bc_steps} (>= 2), seeds={self.seeds}, samples={self.samples}"
+                " (>= 1)"
+            )
+        if not self.fractions or any(not 0 <= f <= 1 for f in self.fractions):
+            raise ConfigError(f"fractions must lie in [0, 1], got {self.fractions}")
+        if not self.teacher_ratio > 0:
+            raise ConfigError(f"teacher_ratio={self.teacher_ratio} (> 0)")
+        trial_config(self.bc_config(0))
+        for knobs in self.grpo_configs()[:1]:
+            trial_config({**self.common(0), "algo": "grpo", **self.grpo, **knobs})
+
+    def stage(self, name: str, trials, rows) -> Stage:
+        if name == "bc":
+            runs = [
+                {"run": self.bc_config(s), "study": {"arm": "bc", "seed": s, "fraction": 1.0},
+                 "stop": {}}
+                for s in range(self.seeds)
+            ]  # fmt: skip
+            return Stage(name, runs, metric=self.metric)
+        return Stage(name, self.grpo_trials(trials, rows), metric=self.metric)
+
+    def grpo_trials(self, trials, rows) -> list[dict[str, Any]]:
+        """GRPO from each BC run's branch points (the BC stage's results)."""
+        bc = trials[(trials["stage"] == "bc") & (trials["status"] == "finished")]
+        levels = [f for f in self.fractions if f < 1]
+        configs = self.grpo_configs()
+        out = []
+        for _, t in bc.sort_values("seed").iterrows():
+            curve = rows[(rows["stage"] == "bc") & (rows["trial"] == t["trial"])]
+            curve = curve.sort_values("iteration")
+            budget = float(curve["flops_total"].iloc[-1])
+            for li, f in enumerate(levels):
+                init, branch = "", 0.0
+                if f > 0:
+                    at = (curve["flops_total"] - f * budget).abs().idxmin()
+                    it, branch = (
+                        int(curve.loc[at, "iteration"]),
+                        float(curve.loc[at, "flops_total"]),
+                    )
+                    init = f"{t['run_dir']}/checkpoints/iter_{it:06d}"
+                for c in range(self.samples):
+                    knobs = configs[li * self.samples + c]
+                    run = {**self.common(int(t["seed"])), "algo": "grpo",
+                           "iterations": self.grpo_max_iterations, "checkpoint_every": 5,
+                           "keep_checkpoints": 2, "init": init, **self.grpo, **knobs}  # fmt: skip
+                    study = {"arm": "grpo", "seed": int(t["seed"]), "fraction": f,
+                             "config": f"f{li}c{c}", "branch_flops": branch, "budget": budget,
+                             **knobs}  # fmt: skip
+                    out.append({"run": run, "study": study, "stop": {"flops_total": budget}})
+        return out
+
+    def report(self, trials, rows, figures) -> list:
+        from tune import analysis
+
+        return analysis.allocation_sections(trials, rows, list(self.space), figures)

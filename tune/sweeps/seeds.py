@@ -1,0 +1,58 @@
+"""``seeds``: one (env, algorithm, settings) trained over N seeds, for any family.
+
+    arena sweep seeds --set env=smac/3m-v0 --set algo=mappo --samples 5
+
+The report gives the final return (and win rate, where the env has one) with a bootstrap
+interval over seeds, and the learning curve's mean with a band over seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tune.sweeps import Stage
+
+
+@dataclass
+class SeedsSweep:
+    """An env, an algorithm and its settings, over ``samples`` seeds."""
+
+    env: str = "smac/3m-v0"
+    """Env id (``arena envs``)."""
+    algo: str = "mappo"
+    """Algorithm (``arena train --help``)."""
+    iterations: int = 20
+    """Training iterations per seed."""
+    samples: int = 5
+    """Seeds: 0 .. samples - 1 (``--samples``)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Any other ``arena train --set`` keys, e.g. ``{train_batch_size: 1000}``."""
+    metric: str = "episode_return_mean"
+    """The column the live table and the report lead with."""
+
+    stage_names = ("train",)
+
+    def run_config(self, seed: int) -> dict[str, Any]:
+        return {"env": self.env, "algo": self.algo, "iterations": self.iterations,
+                **self.settings, "seed": seed}  # fmt: skip
+
+    def validate(self) -> None:
+        from training.config import ConfigError
+        from tune.trainable import trial_config
+
+        if self.samples < 1 or self.iterations < 1:
+            raise ConfigError(f"samples={self.samples}, iterations={self.iterations} (>= 1)")
+        trial_config(self.run_config(0))
+
+    def stage(self, name: str, trials, rows) -> Stage:
+        runs = [
+            {"run": self.run_config(s), "study": {"seed": s}, "stop": {}}
+            for s in range(self.samples)
+        ]
+        return Stage(name, runs, metric=self.metric)
+
+    def report(self, trials, rows, figures) -> list:
+        from tune import analysis
+
+        return analysis.seed_sections(trials, rows, self.metric, figures)
