@@ -270,89 +270,128 @@ def importance_section(imp: pd.DataFrame, title: str, figures: Path, name: str) 
     return Section(title, text, [save_figure(fig, figures, name)])
 
 
+SHARES = (1 / 3, 2 / 3, 1.0)
+"""Budgets the allocation is compared at, as shares of the full budget B."""
+
+
+def allocation_points(runs: pd.DataFrame, rows: pd.DataFrame, budgets: dict, share: float):
+    """Every trial's success at budget ``share * B`` (its seed's B), with its teacher fraction
+    there: 1 for BC, branch FLOPs / budget for GRPO (left out while it was still in BC).
+    Returns ``{fraction: {config: {seed: success}}}``."""
+    out: dict = {}
+    for _, t in runs.iterrows():
+        seed = int(t["seed"])
+        if seed not in budgets:
+            continue
+        b = budgets[seed] * share
+        if t["stage"] == "bc":
+            f, config = 1.0, "bc"
+        else:
+            branch = float(t.get("branch_flops") or 0.0)
+            if branch > b * 1.001:
+                continue
+            f, config = round(min(1.0, branch / b), 3), t["config"]
+        success = value_at(rows[rows["trial"] == t["trial"]], b)
+        out.setdefault(f, {}).setdefault(config, {})[seed] = success
+    return out
+
+
+def allocation_table(points: dict) -> tuple[str, dict]:
+    """The table (per fraction: its best configuration by the mean of its best 2 trials, its
+    success, all configurations' success, differences to pure BC and pure GRPO) and the
+    verdict; returns (Markdown, {fraction: best configuration's seed -> success})."""
+    best = {}
+    for f, configs in points.items():
+        scores = {c: best_k_mean(list(v.values())) for c, v in configs.items()}
+        scores = {c: v for c, v in scores.items() if math.isfinite(v)}
+        if scores:
+            best[f] = (max(scores, key=scores.get), configs[max(scores, key=scores.get)])
+    arms = {f: seeds for f, (_, seeds) in best.items()}
+    pure_bc, pure_grpo = arms.get(1.0), arms.get(0.0)
+    table = []
+    for f in sorted(arms):
+        every = [v for seeds in points[f].values() for v in seeds.values()]
+        table.append({
+            "teacher fraction": f"{f:.3f}",
+            "arm": "pure BC" if f == 1 else ("pure GRPO" if f == 0 else "BC then GRPO"),
+            "best config": best[f][0], "seeds": len(arms[f]),
+            "success (95% CI)": ci_text(*bootstrap_ci(list(arms[f].values()))),
+            "all configs": ci_text(*bootstrap_ci(every)),
+            "minus pure BC": ci_text(*bootstrap_diff(arms[f], pure_bc)) if pure_bc and f < 1 else "",
+            "minus pure GRPO": ci_text(*bootstrap_diff(arms[f], pure_grpo)) if pure_grpo and f > 0 else "",
+        })  # fmt: skip
+    lines = [md_table(pd.DataFrame(table)), ""] if table else ["No trial reached this budget."]
+    mixed = {f: a for f, a in arms.items() if 0 < f < 1}
+    if mixed:
+        fbest = max(mixed, key=lambda f: np.nanmean(list(mixed[f].values())))
+        lines.append(f"Best mixed allocation: teacher fraction **{fbest:.3f}**, success "
+                     f"{ci_text(*bootstrap_ci(list(mixed[fbest].values())))}.")  # fmt: skip
+        for name, ref in (("pure BC", pure_bc), ("pure GRPO", pure_grpo)):
+            if ref:
+                d = bootstrap_diff(mixed[fbest], ref)
+                word = ("beats" if d[1] > 0 else "is beaten by" if d[2] < 0
+                        else "is not separable from")  # fmt: skip
+                lines.append(f"- It **{word}** {name} at equal FLOPs: difference {ci_text(*d)}.")
+    return "\n".join(lines), arms
+
+
 def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[Section]:
-    """The compute-allocation study: success at the budget per teacher fraction, the verdict
-    (mixed against pure BC and pure GRPO), the curves, importance per warm-start level."""
+    """The compute-allocation study: success per teacher fraction at the budget and at
+    smaller ones, the verdict (mixed against pure BC and pure GRPO), the curves, the BC runs'
+    model selection, and the GRPO knobs' importance per warm-start level."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bc = trials[trials["stage"] == "bc"]
     budgets = {}
-    for _, t in bc.iterrows():
+    for _, t in trials[trials["stage"] == "bc"].iterrows():
         curve = rows[rows["trial"] == t["trial"]]
-        if len(curve):
+        if t["status"] == "finished" and len(curve):
             budgets[int(t["seed"])] = float(curve["flops_total"].max())
     if not budgets:
         return [status_section(trials), Section("Compute allocation", "No BC run finished.")]
-
-    def at_budget(t, b=None) -> float:
-        budget = budgets.get(int(t["seed"]), math.nan) if b is None else b
-        return value_at(rows[rows["trial"] == t["trial"]], budget)
-
     runs = trials.copy()
-    runs["score"] = [at_budget(t) for _, t in runs.iterrows()]
+    runs["score"] = [
+        value_at(rows[rows["trial"] == t["trial"]], budgets.get(int(t["seed"]), math.nan))
+        for _, t in runs.iterrows()
+    ]
     grpo = runs[runs["stage"] == "grpo"]
-    levels = sorted(grpo["fraction"].unique()) if len(grpo) else []
-    best_config = {}
-    for f in levels:
-        part = grpo[grpo["fraction"] == f]
-        scores = part.groupby("config")["score"].apply(best_k_mean)
-        if scores.notna().any():
-            best_config[f] = scores.idxmax()
-    arms = {1.0: {int(t["seed"]): t["score"] for _, t in runs[runs["stage"] == "bc"].iterrows()}}
-    for f, c in best_config.items():
-        arms[f] = {int(t["seed"]): t["score"] for _, t in grpo[grpo["config"] == c].iterrows()}
-    table = []
-    for f in sorted(arms):
-        allf = grpo[grpo["fraction"] == f]["score"] if f < 1 else pd.Series(arms[1.0])
-        row = {"teacher fraction": f"{f:.3f}", "arm": "pure BC" if f == 1 else
-               ("pure GRPO" if f == 0 else "BC then GRPO"),
-               "best config": best_config.get(f, ""), "success at B (95% CI)":
-               ci_text(*bootstrap_ci(list(arms[f].values()))),
-               "all configs": ci_text(*bootstrap_ci(allf)),
-               "minus pure BC": ci_text(*bootstrap_diff(arms[f], arms[1.0])) if f < 1 else "",
-               "minus pure GRPO": ci_text(*bootstrap_diff(arms[f], arms[0.0]))
-               if 0.0 in arms and f > 0 else ""}  # fmt: skip
-        table.append(row)
-    mixed = {f: a for f, a in arms.items() if 0 < f < 1}
-    verdict = ["No mixed allocation ran."]
-    if mixed:
-        fbest = max(mixed, key=lambda f: np.nanmean(list(mixed[f].values())))
-        d_bc = bootstrap_diff(mixed[fbest], arms[1.0])
-        lines = [f"Best mixed allocation: teacher fraction **{fbest:.3f}**, success "
-                 f"{ci_text(*bootstrap_ci(list(mixed[fbest].values())))}."]  # fmt: skip
-        against = [("pure BC", d_bc)]
-        if 0.0 in arms:
-            against.append(("pure GRPO", bootstrap_diff(mixed[fbest], arms[0.0])))
-        for name, d in against:
-            word = (
-                "beats" if d[1] > 0 else ("is beaten by" if d[2] < 0 else "is not separable from")
-            )
-            lines.append(f"- It **{word}** {name} at equal FLOPs: difference {ci_text(*d)}.")
-        lines.append(
-            "\nThe best fraction and each fraction's best configuration are picked on the same "
-            "trials they are scored on, which flatters them; the 'all configs' column does not."
-        )
-        verdict = lines
     budget_text = ", ".join(f"seed {s}: {b:.3g}" for s, b in sorted(budgets.items()))
-    text = (f"Budget B (the pure-BC run's FLOPs) per seed: {budget_text}.\n\n"
-            f"Success = greedy held-out success at the first evaluation at or past B. A fraction's "
-            f"best configuration is the one with the best mean of its best 2 trials.\n\n"
-            + md_table(pd.DataFrame(table)) + "\n\n" + "\n".join(verdict))  # fmt: skip
+    text = [
+        f"Budget B (the pure-BC run's FLOPs, teacher included) per seed: {budget_text}.",
+        "",
+        "Success: greedy held-out success at the first evaluation at or past the budget. At a "
+        "budget below B a GRPO trial's teacher fraction is its branch's FLOPs over that budget. "
+        "Each fraction's best configuration has the best mean of its best 2 trials; the "
+        "difference columns compare it with the other arm seed by seed (paired bootstrap). "
+        "Picking the best configuration and the best fraction on the trials they are scored on "
+        "flatters them; the 'all configs' column does not.",
+    ]
+    fractions = {}
+    for share in SHARES[::-1]:
+        table, arms = allocation_table(allocation_points(runs, rows, budgets, share))
+        fractions[share] = {f: np.nanmean(list(a.values())) for f, a in arms.items()}
+        text += ["", f"### At {'B' if share == 1 else f'{share:.2f} B'}", "", table]
 
-    # success against FLOPs, per fraction (its best configuration; mean over seeds)
+    # success against FLOPs, per warm-start level (its best configuration at B)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     cmap = plt.get_cmap("viridis")
-    show = [(1.0, runs[runs["stage"] == "bc"])] + [
-        (f, grpo[grpo["config"] == c]) for f, c in best_config.items()
-    ]
+    full = allocation_points(runs, rows, budgets, 1.0)
+    chosen = [(1.0, runs[runs["stage"] == "bc"])]
+    for f in sorted(full):
+        if f < 1:
+            configs = full[f]
+            c = max(
+                configs, key=lambda c: np.nan_to_num(best_k_mean(list(configs[c].values())), nan=-1)
+            )
+            chosen.append((f, grpo[grpo["config"] == c]))
     grid = np.linspace(0, max(budgets.values()), 41)
-    for f, part in show:
+    for f, part in chosen:
         curves = []
         for _, t in part.iterrows():
             c = rows[rows["trial"] == t["trial"]].dropna(subset=["eval_success"])
+            c = c.sort_values("flops_total")
             if len(c):
                 idx = np.searchsorted(c["flops_total"].to_numpy(), grid, side="right") - 1
                 ys = np.where(idx >= 0, c["eval_success"].to_numpy()[np.maximum(idx, 0)], np.nan)
@@ -360,47 +399,38 @@ def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[
                 curves.append(pd.Series(ys, index=grid))
         if curves:
             xs, m, lo, hi = band(curves)
-            line = ax.plot(xs, m, color=cmap(f), label=f"f={f:.2f}")[0]
+            line = ax.plot(xs, m, color=cmap(0.9 * f), label=f"f={f:.2f}")[0]
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15)
     ax.set_xlabel("FLOPs (teacher + student)"), ax.set_ylabel("held-out success")
-    ax.set_title("success against compute, per teacher fraction"), ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("success against compute, per teacher fraction (mean over seeds, 95% band)")
+    ax.grid(alpha=0.3), ax.legend(fontsize=7, ncol=2)
     fig1 = save_figure(fig, figures, "allocation_curves")
 
-    # best success against fraction, at fixed budgets
     fig, ax = plt.subplots(figsize=(6, 4))
-    for share in (1 / 3, 2 / 3, 1.0):
-        points = {}
-        for _, t in runs.iterrows():
-            b = budgets.get(int(t["seed"]), math.nan) * share
-            branch = float(t.get("branch_flops", 0.0) or 0.0) if t["stage"] == "grpo" else b
-            if t["stage"] == "grpo" and branch > b:
-                continue  # this trial was still in BC at that budget
-            f = round(min(1.0, branch / b), 3)
-            key = (f, t.get("config") if t["stage"] == "grpo" else "bc")
-            points.setdefault(key, []).append(at_budget(t, b))
-        best = {}
-        for (f, _), vals in points.items():
-            if np.isfinite(vals).any():
-                best[f] = max(best.get(f, -1.0), float(np.nanmean(vals)))
-        if best:
-            xs = sorted(best)
+    for share, best in fractions.items():
+        xs = sorted(f for f in best if math.isfinite(best[f]))
+        if xs:
             ax.plot(xs, [best[x] for x in xs], marker="o", label=f"budget {share:.2f} B")
-    ax.set_xlabel("teacher fraction of the budget"), ax.set_ylabel("best mean success")
-    ax.set_title("best success against teacher fraction"), ax.grid(alpha=0.3), ax.legend()
+    ax.set_xlabel("teacher fraction of the budget"), ax.set_ylabel("mean success, best config")
+    ax.set_title("success against teacher fraction at fixed budgets"), ax.grid(alpha=0.3)
+    ax.legend()
     fig2 = save_figure(fig, figures, "allocation_fraction")
 
-    sections = [status_section(trials), Section("Compute allocation", text, [fig1, fig2])]
+    sections = [
+        status_section(trials),
+        Section("Compute allocation", "\n".join(text), [fig1, fig2]),
+    ]
     bc_runs = runs[runs["stage"] == "bc"].copy()
     bc_runs["AUC"] = final_values(bc_runs, rows, "eval_auc").reindex(bc_runs["trial"]).to_numpy()
     bc_runs["top 10%"] = top_share(bc_runs["AUC"])
     sections.append(Section(
         "BC runs (model selection by area under the curve)",
-        md_table(bc_runs[["seed", "AUC", "score", "top 10%"]].rename(columns={"score": "success at B"})),
+        "The study branches RL off SFT checkpoints in the top 10% by area under the learning "
+        "curve; here every BC run is branched from, and the top 10% are marked.\n\n"
+        + md_table(bc_runs[["seed", "AUC", "score", "top 10%"]].rename(columns={"score": "success at B"})),
     ))  # fmt: skip
-    for f in levels:
-        part = grpo[grpo["fraction"] == f]
-        imp = importance(part, params)
+    for f in sorted(grpo["fraction"].unique()) if len(grpo) else []:
+        imp = importance(grpo[grpo["fraction"] == f], params)
         sections.append(importance_section(
             imp, f"GRPO knobs at warm-start level f={f:.3f}", figures, f"importance_f{f:.3f}"
         ))  # fmt: skip

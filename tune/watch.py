@@ -26,10 +26,17 @@ def watch(sweep_dir: Path, interval: float = 2.0, console: Console | None = None
         return (Path(sweep_dir) / stages[-1] / "done.json").is_file()
 
     try:
-        with Live(trial_table(sweep_dir, metric, stages), console=console) as live:
-            while not over():
+        if console.is_terminal:
+            with Live(trial_table(sweep_dir, metric, stages), console=console) as live:
+                while not over():
+                    time.sleep(interval)
+                    live.update(trial_table(sweep_dir, metric, stages))
+        else:  # a pipe or a log: one table per interval
+            while True:
+                console.print(trial_table(sweep_dir, metric, stages))
+                if over():
+                    break
                 time.sleep(interval)
-                live.update(trial_table(sweep_dir, metric, stages))
     except KeyboardInterrupt:
         pass
     console.print(f"{sweep_dir}: " + ("over" if over() else "still running"))
