@@ -97,9 +97,12 @@ def importance(
     for _ in range(resamples):
         sample = runs.iloc[rng.integers(len(runs), size=len(runs))]
         by_config = sample.groupby(config)[score].apply(lambda s: best_k_mean(s, k))
-        best = sample[sample[config] == by_config.idxmax()].iloc[0]
+        tied = by_config[by_config == by_config.max()].index  # a tie shares the win
+        for c in tied:
+            best = sample[sample[config] == c].iloc[0]
+            for p in params:
+                wins[p][best[p]] += 1 / len(tied)
         for p in params:
-            wins[p][best[p]] += 1
             means = sample.groupby(p)[score].mean()
             top = means.max()
             for v in values[p]:
@@ -110,11 +113,15 @@ def importance(
         weighted = {v: wins[p][v] / counts[p][v] for v in values[p]}
         total = sum(weighted.values()) or 1.0
         for v in values[p]:
-            r = np.asarray(rel[p][v]) if rel[p][v] else np.asarray([math.nan])
+            r = np.asarray(rel[p][v])  # empty when no resample had a positive score
+            spread = (
+                (r.mean(), np.percentile(r, 2.5), np.percentile(r, 97.5))
+                if len(r)
+                else (math.nan,) * 3
+            )
             out.append({
                 "param": p, "value": v, "runs": counts[p][v], "win_rate": weighted[v] / total,
-                "rel_reward": float(np.nanmean(r)), "rel_low": float(np.nanpercentile(r, 2.5)),
-                "rel_high": float(np.nanpercentile(r, 97.5)),
+                "rel_reward": float(spread[0]), "rel_low": float(spread[1]), "rel_high": float(spread[2]),
             })  # fmt: skip
     return pd.DataFrame(out)
 
@@ -241,6 +248,10 @@ def sensitivity_sections(trials, rows, metric: str, params: list[str], figures: 
     return sections
 
 
+def _label(value) -> str:
+    return value if isinstance(value, str | bool) else f"{value:g}"
+
+
 def importance_section(imp: pd.DataFrame, title: str, figures: Path, name: str) -> Section:
     if imp.empty:
         return Section(title, "No scored runs.")
@@ -253,12 +264,12 @@ def importance_section(imp: pd.DataFrame, title: str, figures: Path, name: str) 
     fig, axes = plt.subplots(1, len(params), figsize=(2.2 * len(params), 3), squeeze=False)
     for ax, p in zip(axes[0], params, strict=True):
         part = imp[imp["param"] == p]
-        ax.bar([str(v) for v in part["value"]], part["win_rate"], color="tab:blue")
+        ax.bar([_label(v) for v in part["value"]], part["win_rate"], color="tab:blue")
         ax.set_title(p, fontsize=8), ax.set_ylim(0, 1), ax.tick_params(labelsize=7)
     axes[0][0].set_ylabel("win rate")
     fig.tight_layout()
     table = imp.assign(
-        value=[v if isinstance(v, str | bool) else f"{v:g}" for v in imp["value"]],
+        value=[_label(v) for v in imp["value"]],
         rel_reward=[
             ci_text(r, lo, hi, "{:.2f}")
             for r, lo, hi in zip(imp["rel_reward"], imp["rel_low"], imp["rel_high"], strict=True)

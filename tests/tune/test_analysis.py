@@ -107,3 +107,18 @@ def test_importance_weights_each_value_by_its_runs():
     )
     imp = importance(runs, ["x"], resamples=2000, k=1).set_index("value")
     assert 0.25 < imp.loc["b", "win_rate"] < 0.75
+
+
+def test_importance_splits_a_tie_between_the_tied_configurations():
+    # every trial failed (GRPO from an untrained student): no value is better than another
+    runs = pd.DataFrame(
+        {
+            "config": ["c0", "c0", "c1", "c1", "c2", "c2"],
+            "x": ["a", "a", "a", "a", "b", "b"],
+            "score": [0.0] * 6,
+        }  # fmt: skip
+    )
+    imp = importance(runs, ["x"], resamples=200).set_index("value")
+    # about even (a resample without c2 gives "a" the whole win), not 2 to 1 by number
+    assert imp.loc["b", "win_rate"] == pytest.approx(0.5, abs=0.05)
+    assert math.isnan(imp.loc["a", "rel_reward"])  # no positive score to compare with
