@@ -17,6 +17,14 @@ from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
 from policies.sampling import VectorEnvRunner
 
 
+def curriculum_weights(success: list[float]) -> np.ndarray:
+    """How often to pick each task for a group, from its recent success p: p(1 - p), so
+    tasks neither mastered nor hopeless (the ones whose groups are mixed, not flat) come up
+    most, plus 0.05 so that no task drops out for good."""
+    p = np.asarray(success, dtype=float)
+    return p * (1 - p) + 0.05
+
+
 class TextEnvRunner(EnvRunner, Checkpointable):
     """Plays web envs with the student (see the module docstring)."""
 
@@ -51,10 +59,7 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         tasks = self.settings["tasks"]
         weights = np.ones(len(tasks))
         if self.settings.get("curriculum"):
-            # Tasks neither mastered nor hopeless give mixed groups: weight p(1 - p), floored
-            # so that no task drops out for good.
-            p = np.array([self.task_success[t] for t in tasks])
-            weights = p * (1 - p) + 0.05
+            weights = curriculum_weights([self.task_success[t] for t in tasks])
         pages = []
         for g in range(groups):
             task = tasks[int(self.rng.choice(len(tasks), p=weights / weights.sum()))]

@@ -263,6 +263,34 @@ def test_grpo_from_a_weak_bc_run_moves_success_up(ray_session, tmp_path):
     assert rows[-1]["eval_success"] != "nan"
 
 
+def test_grpo_branches_off_a_checkpoint_part_way_into_bc(bc_run, tmp_path):
+    """--init RUN/checkpoints/iter_N: that checkpoint's weights, and the FLOPs its run had
+    spent by then (the compute-allocation sweep's branch points)."""
+    from policies.algorithm import AlgorithmMismatch
+    from training.run import Run, train
+
+    branch = bc_run / "checkpoints" / "iter_000020"
+    cfg = _cfg("grpo", init=str(branch), curriculum=True, group_size=2, groups_per_iteration=2,
+               eval_every=0)  # fmt: skip
+    cfg.iterations = 1
+    rows = _rows(train(cfg, out=str(tmp_path), name="branch"))
+    at_branch = float(_rows(bc_run)[19]["flops_total"])  # iteration 20's
+    own = float(rows[0]["flops_sampling"]) + float(rows[0]["flops_train"])
+    assert own > 0 and float(rows[0]["flops_total"]) == pytest.approx(at_branch + own)
+    assert at_branch < float(_rows(bc_run)[-1]["flops_total"])  # not the run's newest
+    with pytest.raises(AlgorithmMismatch, match="not a checkpoint"):
+        Run.create(
+            _cfg("grpo", init=str(bc_run / "checkpoints" / "iter_999999")), out=str(tmp_path)
+        )
+
+
+def test_the_curriculum_favours_tasks_with_mixed_outcomes():
+    from policies.lm.runner import curriculum_weights
+
+    w = curriculum_weights([0.0, 0.5, 1.0, 0.9])
+    assert w[1] == w.max() and w[0] == w[2] == pytest.approx(0.05) and w[0] < w[3] < w[1]
+
+
 def test_grpo_plays_its_groups_on_the_real_pages(ray_session, tmp_path):
     """backend=browser: the groups are played in headless Chromium, two pages at a time."""
     from envs.web.browser import chrome_missing
