@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"arena: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("arena: interrupted; resume with --resume RUN", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"arena: interrupted; {e or 'resume with --resume RUN'}", file=sys.stderr)
         return 130
 
 

@@ -170,7 +170,6 @@ def run_sweep(
     address: str | None = None,
     max_concurrent: int = 0,
     console: Console | None = None,
-    live: bool = True,
 ) -> Path:
     """Runs (or resumes) a sweep to its end; returns its directory."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the live table replaces Tune's own
@@ -234,11 +233,11 @@ def run_sweep(
             )
         console.print(f"{stage_name}: {len(stage.trials)} trials, {slots} at a time")
         t0 = time.perf_counter()
-        if live:
-            with LiveTable(console, out, stage.metric, (stage_name,), len(stage.trials)):
-                grid = tuner.fit()
-        else:
+        with LiveTable(console, out, stage.metric, (stage_name,), len(stage.trials)):
             grid = tuner.fit()
+        if grid.num_terminated + grid.num_errors < len(grid):  # Ctrl-C: Tune stopped early
+            save_tables(out, stages)
+            raise KeyboardInterrupt(f"resume with: arena sweep --resume --out {out}")
         errors = [str(r.path) for r in grid if r.error is not None]
         if errors:
             save_tables(out, stages)
