@@ -3,7 +3,6 @@
 once must run on different nodes. The head has its own temp dir and ports and is stopped by its
 own PIDs (never a bare ``ray stop``)."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,6 @@ import pandas as pd
 import pytest
 
 from cluster.local import LocalHead, short_temp_dir, venv_env
-from tests.tune.test_trainable import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,23 +47,9 @@ def trial_nodes(cluster: LocalHead) -> set[str]:
     return {a["node_id"] for a in actors if "ImplicitFunc" in a.get("class_name", "")}
 
 
-def test_a_seeds_sweep_runs_across_the_nodes(cluster, tmp_path):
+def test_a_compute_allocation_sweep_runs_across_the_nodes(cluster, tmp_path):
     nodes = [n for n in cluster.state("nodes") if n["state"] == "ALIVE"]
     assert len(nodes) == 2
-    out = tmp_path / "seeds"
-    run = sweep(
-        cluster, "seeds", "--samples", "2", "--out", str(out),
-        "--set", "env=mpe/simple_spread-v3", "--set", "algo=ippo", "--set", "iterations=2",
-        "--set", f"settings={json.dumps(SMALL)}",
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "2 trials, 2 at a time" in run.stdout  # the cluster's 2 CPUs, one per node
-    trials = pd.read_parquet(out / "trials.parquet")
-    assert set(trials["status"]) == {"finished"} and sorted(trials["seed"]) == [0, 1]
-    assert len(trial_nodes(cluster)) == 2
-
-
-def test_a_compute_allocation_sweep_runs_on_the_cluster(cluster, tmp_path):
     out = tmp_path / "alloc"
     run = sweep(
         cluster, "compute_allocation", "--samples", "1", "--out", str(out),
@@ -74,6 +58,8 @@ def test_a_compute_allocation_sweep_runs_on_the_cluster(cluster, tmp_path):
         "--set", "grpo={groups_per_iteration: 2, epochs: 1}",
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "grpo: 2 trials, 2 at a time" in run.stdout  # the cluster's 2 CPUs, one per node
+    assert len(trial_nodes(cluster)) == 2  # so the two GRPO trials ran on different nodes
     trials = pd.read_parquet(out / "trials.parquet")
     assert sorted(trials["stage"]) == ["bc", "grpo", "grpo"]
     assert set(trials["status"]) == {"finished"}
