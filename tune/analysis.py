@@ -7,10 +7,12 @@ difference is paired (resampling seeds); otherwise each arm is resampled on its 
 
 Importance (Vattikonda et al. 2025, Algorithm 1): resample the trials with replacement; in
 each resample score every configuration as the mean of its best 2 trials and take the best
-configuration. A value's *win rate* is how often the best configuration has it, each value's
-wins divided by its number of runs (so values the random search drew more often do not win
-by number) and normalised to sum to 1 over the hyperparameter's values. Its *relative reward*
-is the mean score of its runs over the best value's mean, with a 95% interval over resamples.
+configuration (a tie shares the win). A value's *win rate* is how often the best
+configuration has it, each value's wins divided by its number of runs (so values the random
+search drew more often do not win by number) and normalised to sum to 1 over the
+hyperparameter's values. Its *relative reward* is the mean score of its runs over the best
+value's mean (scores shifted so that the resample's worst run is 0, so returns of any sign
+compare), with a 95% interval over resamples.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ RESAMPLES = 1000
 
 # --- statistics ------------------------------------------------------------------------------
 def bootstrap_ci(values, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95):
-    """(mean, low, high) of ``values``' mean, by percentile bootstrap."""
+    """(mean, low, high) of the finite ``values``' mean, by percentile bootstrap; the bounds
+    are NaN with fewer than 2 values (one value says nothing of the spread)."""
     x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
+    if len(x) < 2:
+        return (float(x[0]) if len(x) else math.nan), math.nan, math.nan
     rng = np.random.default_rng(seed)
     means = x[rng.integers(len(x), size=(resamples, len(x)))].mean(axis=1)
     tail = (1 - level) / 2 * 100
@@ -43,19 +46,25 @@ def bootstrap_ci(values, resamples: int = RESAMPLES, seed: int = 0, level: float
 
 
 def bootstrap_diff(a: dict, b: dict, resamples: int = RESAMPLES, seed: int = 0):
-    """(difference, low, high) of mean(a) - mean(b); ``a`` and ``b`` map seed -> value. On
-    the seeds both have, paired; else each resampled on its own."""
+    """(difference, low, high) of mean(a) - mean(b); ``a`` and ``b`` map seed -> value (NaN
+    left out). Paired on the seeds both have, when there are 2 or more; else each arm
+    resampled on its own (bounds NaN when an arm has fewer than 2)."""
+    a = {s: v for s, v in a.items() if math.isfinite(v)}
+    b = {s: v for s, v in b.items() if math.isfinite(v)}
     shared = sorted(set(a) & set(b))
     if len(shared) >= 2:
         return bootstrap_ci([a[s] - b[s] for s in shared], resamples, seed)
     xa, xb = (np.asarray(list(d.values()), dtype=float) for d in (a, b))
     if not (len(xa) and len(xb)):
         return math.nan, math.nan, math.nan
+    point = float(xa.mean() - xb.mean())
+    if len(xa) < 2 or len(xb) < 2:
+        return point, math.nan, math.nan
     rng = np.random.default_rng(seed)
     da = xa[rng.integers(len(xa), size=(resamples, len(xa)))].mean(axis=1)
     db = xb[rng.integers(len(xb), size=(resamples, len(xb)))].mean(axis=1)
     d = da - db
-    return float(xa.mean() - xb.mean()), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
+    return point, float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
 
 
 def value_at(curve: pd.DataFrame, budget: float, x: str = "flops_total", y: str = "eval_success"):
@@ -102,8 +111,9 @@ def importance(
             best = sample[sample[config] == c].iloc[0]
             for p in params:
                 wins[p][best[p]] += 1 / len(tied)
+        floor = sample[score].min()  # scores shifted so the resample's worst run is 0
         for p in params:
-            means = sample.groupby(p)[score].mean()
+            means = sample.groupby(p)[score].mean() - floor
             top = means.max()
             for v in values[p]:
                 if v in means and top > 0:
@@ -286,9 +296,10 @@ SHARES = (1 / 3, 2 / 3, 1.0)
 
 
 def allocation_points(runs: pd.DataFrame, rows: pd.DataFrame, budgets: dict, share: float):
-    """Every trial's success at budget ``share * B`` (its seed's B), with its teacher fraction
-    there: 1 for BC, branch FLOPs / budget for GRPO (left out while it was still in BC).
-    Returns ``{fraction: {config: {seed: success}}}``."""
+    """Every trial's success at budget ``share * B`` (its seed's B) under its teacher
+    fraction there: 1 for the BC runs; for a GRPO trial branched at nominal fraction f of B,
+    f / share (left out if its branch is not below the budget: it was still in BC). NaN
+    where a trial never reached the budget. Returns ``{fraction: {config: {seed: success}}}``."""
     out: dict = {}
     for _, t in runs.iterrows():
         seed = int(t["seed"])
@@ -298,10 +309,9 @@ def allocation_points(runs: pd.DataFrame, rows: pd.DataFrame, budgets: dict, sha
         if t["stage"] == "bc":
             f, config = 1.0, "bc"
         else:
-            branch = float(t.get("branch_flops") or 0.0)
-            if branch > b * 1.001:
+            if float(t.get("branch_flops") or 0.0) >= 0.999 * b:
                 continue
-            f, config = round(min(1.0, branch / b), 3), t["config"]
+            f, config = round(float(t["fraction"]) / share, 3), t["config"]
         success = value_at(rows[rows["trial"] == t["trial"]], b)
         out.setdefault(f, {}).setdefault(config, {})[seed] = success
     return out
@@ -322,10 +332,12 @@ def allocation_table(points: dict) -> tuple[str, dict]:
     table = []
     for f in sorted(arms):
         every = [v for seeds in points[f].values() for v in seeds.values()]
+        got = sum(math.isfinite(v) for v in every)
         table.append({
             "teacher fraction": f"{f:.3f}",
             "arm": "pure BC" if f == 1 else ("pure GRPO" if f == 0 else "BC then GRPO"),
             "best config": best[f][0], "seeds": len(arms[f]),
+            "reached budget": f"{got}/{len(every)}",
             "success (95% CI)": ci_text(*bootstrap_ci(list(arms[f].values()))),
             "all configs": ci_text(*bootstrap_ci(every)),
             "minus pure BC": ci_text(*bootstrap_diff(arms[f], pure_bc)) if pure_bc and f < 1 else "",
@@ -372,8 +384,10 @@ def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[
     text = [
         f"Budget B (the pure-BC run's FLOPs, teacher included) per seed: {budget_text}.",
         "",
-        "Success: greedy held-out success at the first evaluation at or past the budget. At a "
-        "budget below B a GRPO trial's teacher fraction is its branch's FLOPs over that budget. "
+        "Success: greedy held-out success at the first evaluation at or past the budget; a "
+        "trial that stopped short of it (at grpo_max_iterations) has none, and 'reached budget' "
+        "counts the trials that got there. At a budget below B, a GRPO trial branched at "
+        "fraction f of B has fraction f / share of it. "
         "Each fraction's best configuration has the best mean of its best 2 trials; the "
         "difference columns compare it with the other arm seed by seed (paired bootstrap). "
         "Picking the best configuration and the best fraction on the trials they are scored on "

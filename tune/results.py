@@ -6,9 +6,9 @@ table, ``arena sweep --watch`` and ``arena report`` read a running sweep the sam
 - rows: one row per iteration of every trial: ``stage``, ``trial``, the labels, then the
   run's ``metrics.csv`` columns.
 
-A trial's status: ``finished`` (it reached its target or its stop), ``error`` (Tune recorded
-its exception), ``stopped`` (its stage is over without either: a scheduler stopped it),
-``running`` (its stage is not over; ``arena sweep --resume`` goes on with it).
+A trial's status: ``finished`` (it reached its target or its stop), ``stopped`` (a scheduler
+stopped it), ``error`` (Tune recorded its exception), ``running`` (none of these yet; if the
+sweep was killed, ``arena sweep --resume`` goes on with it).
 
     SWEEP_DIR/sweep.yaml              the sweep's name and settings
     SWEEP_DIR/<stage>/                a Tune experiment; <stage>/done.json once it is over
@@ -57,12 +57,13 @@ def collect(sweep_dir: Path, stages: tuple[str, ...]) -> tuple[pd.DataFrame, pd.
                 continue  # Tune is writing it
             labels = dict(spec.get("study", {}))
             metrics = _metrics(path / "run" / "metrics.csv")
-            if (path / "run" / "trial.json").is_file():
-                status = "finished"
+            ended = _ended(path / "run" / "trial.json")
+            if ended:
+                status = "stopped" if ended == "scheduler" else "finished"
             elif (path / "error.txt").is_file() or (path / "error.pkl").is_file():
                 status = "error"
             else:
-                status = "stopped" if over else "running"
+                status = "stopped" if over else "running"  # over: stopped before trial.json
             trials.append({
                 "stage": stage, "trial": path.name, "status": status,
                 "iterations": len(metrics), "run_dir": str(path / "run"), **labels,
@@ -76,6 +77,14 @@ def collect(sweep_dir: Path, stages: tuple[str, ...]) -> tuple[pd.DataFrame, pd.
     trials_df = pd.DataFrame(trials)
     rows_df = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     return trials_df, rows_df
+
+
+def _ended(path: Path) -> str | None:
+    """How a trial ended (``trial.json``), or None while it has not."""
+    try:
+        return json.loads(path.read_text()).get("ended") or "target"
+    except (OSError, ValueError):
+        return None
 
 
 def _metrics(path: Path) -> pd.DataFrame:
@@ -94,7 +103,7 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     df = df.copy()
     for col in df.columns:
         if df[col].dtype == object and len({type(v) for v in df[col].dropna()}) > 1:
-            df[col] = df[col].map(lambda v: None if v is None else str(v))
+            df[col] = df[col].map(lambda v: None if v is None or v != v else str(v))
     tmp = path.with_name(f".{path.name}.tmp")
     df.to_parquet(tmp, index=False)
     os.replace(tmp, path)

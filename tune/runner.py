@@ -123,20 +123,23 @@ class LiveTable:
         self.live.console.print()
 
 
-def tell_dashboard(console: Console, out: Path) -> None:
-    """Where to watch the sweep: Ray's dashboard (with the embedded Ray's session token kept,
-    owner-only, in ``SWEEP_DIR/dashboard_token``: the dashboard asks for it), TensorBoard
-    and ``--watch``."""
+def tell_dashboard(console: Console, out: Path, embedded: bool) -> None:
+    """Where to watch the sweep: Ray's dashboard, TensorBoard and ``--watch``. The embedded
+    Ray's dashboard asks for its session token: it is kept, owner-only, in
+    ``SWEEP_DIR/dashboard_token`` (never a cluster's own token)."""
     from ray._private.worker import get_dashboard_url  # no public getter
 
     url = get_dashboard_url()
     lines = [f"Ray dashboard: http://{url}" if url else "Ray dashboard: not running"]
     token = os.environ.get("RAY_AUTH_TOKEN")
-    if url and token and os.environ.get("RAY_AUTH_MODE") == "token":
+    if embedded and url and token and os.environ.get("RAY_AUTH_MODE") == "token":
         path = out / "dashboard_token"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp = out / ".dashboard_token.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
         lines[0] += f" (token: {path})"
     lines.append(f"TensorBoard: tensorboard --logdir {out} --host 127.0.0.1")
     lines.append(f"trial table from another terminal: arena sweep --watch {out}")
@@ -157,7 +160,8 @@ def prepare(name: str | None, values: dict, out: Path, resume: bool):
         raise ConfigError(f"{out} exists already; resume it with --resume, or pick another --out")
     sweep = make_sweep(name, values)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "sweep.yaml", yaml.safe_dump({"name": name, "values": sweep_values(sweep)}))
+    saved = {"name": name, "values": sweep_values(sweep)}
+    write_atomic(out / "sweep.yaml", yaml.safe_dump(saved, sort_keys=False))
     return sweep
 
 
@@ -183,8 +187,9 @@ def run_sweep(
     out = Path(out).resolve()
     sweep = prepare(name, values, out, resume)
     stages = tuple(sweep.stage_names)
+    embedded = not (address or os.environ.get("RAY_ADDRESS"))
     resources = runtime.connect(address)
-    tell_dashboard(console, out)
+    tell_dashboard(console, out, embedded)
     slots = max_concurrent or max(1, int(resources.get("CPU", 1)))
     trainable = tune.with_resources(
         sweep_trial,
@@ -195,7 +200,7 @@ def run_sweep(
         if (stage_dir / "done.json").is_file():
             continue
         trials, rows = collect(out, stages)
-        stage = sweep.stage(stage_name, trials, rows)
+        stage = sweep.stage(stage_name, trials, rows, out)
         if not stage.trials:
             raise ConfigError(f"stage {stage_name} has no trials (did the stages before fail?)")
         if stage.asha:
@@ -206,10 +211,13 @@ def run_sweep(
                 max_t=stage.asha.max_t,
                 grace_period=stage.asha.grace_period,
                 reduction_factor=stage.asha.reduction_factor,
+                stop_last_trials=False,  # a trial at max_t ends by itself (and says so)
             )
         else:
             scheduler = FIFOScheduler()
-        if tune.Tuner.can_restore(str(stage_dir)):
+        # Tuner.restore needs the experiment state, which Tune writes once trials run: a
+        # stage killed before that starts afresh.
+        if any(stage_dir.glob("experiment_state-*.json")):
             console.print(f"{stage_name}: resuming {stage_dir}")
             tuner = tune.Tuner.restore(
                 str(stage_dir), trainable, resume_errored=True, param_space=None
@@ -243,7 +251,7 @@ def run_sweep(
             save_tables(out, stages)
             raise ConfigError(
                 f"stage {stage_name}: {len(errors)} trial(s) failed (see error.txt in "
-                f"{', '.join(errors[:3])}); fix and run again with --resume {out}"
+                f"{', '.join(errors[:3])}); fix and run again with: arena sweep --resume --out {out}"
             )
         seconds = round(time.perf_counter() - t0, 1)
         write_atomic(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,23 @@ def trial_config(config: dict[str, Any]):
     return cfg
 
 
+def reached(row: dict, stop: dict[str, float]) -> str | None:
+    """The first metric of ``stop`` that ``row`` has reached, or None."""
+    return next((k for k, v in stop.items() if row.get(k, -math.inf) >= v), None)
+
+
 class TuneReporter(Callback):
-    """Reports each iteration's metrics row to Tune, with the checkpoint when one was saved."""
+    """Reports each iteration's metrics row to Tune, with the checkpoint when one was saved,
+    or when the row reaches ``stop`` (the trial's last: Tune restores from there)."""
+
+    def __init__(self, stop: dict[str, float] | None = None):
+        self.stop = stop or {}
 
     def on_iteration(self, run, row, learner, checkpoint) -> None:
         from ray import tune
 
+        if checkpoint is None and reached(row, self.stop):
+            checkpoint = run.checkpoint()
         ckpt = tune.Checkpoint.from_directory(str(checkpoint)) if checkpoint else None
         tune.report(dict(row), checkpoint=ckpt)
 
@@ -72,8 +84,11 @@ def restored_checkpoint(run_dir: Path):
         meta = checkpoint_meta(Path(src))
         dest = run_dir / "checkpoints" / f"iter_{meta['iteration']:06d}"
         if Path(src).resolve() != dest.resolve():
+            tmp = dest.with_name(f".{dest.name}.tmp")  # a kill mid-copy leaves no iter_N
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
             shutil.rmtree(dest, ignore_errors=True)
-            shutil.copytree(src, dest)
+            os.replace(tmp, dest)
     return dest, meta
 
 
@@ -112,14 +127,15 @@ def sweep_trial(config: dict[str, Any]) -> None:
 def train_trial(run_config: dict[str, Any], stop: dict[str, float] | None = None) -> None:
     """Trains the run of a flat config in this trial's run directory until its target or
     until a metric of ``stop`` reaches its value, checkpoints at the end, and writes
-    ``trial.json`` (the trial finished: not stopped by a scheduler, not killed)."""
-    import os
-
+    ``trial.json``: how it ended (``target``, the stop's metric, or ``scheduler`` when Tune
+    stopped it) and the node it ran on."""
+    import ray
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     cfg = trial_config(run_config)
     run_dir = trial_run_dir()
+    (run_dir / "trial.json").unlink(missing_ok=True)  # an earlier attempt's
     checkpoint = restored_checkpoint(run_dir)
     if checkpoint is None:  # Tune starts this trial over: drop what an earlier attempt left
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
@@ -127,15 +143,20 @@ def train_trial(run_config: dict[str, Any], stop: dict[str, float] | None = None
         cfg,
         run_dir,
         checkpoint=checkpoint,
-        callbacks=[CsvLog(), TensorBoardLog(), TuneReporter()],
+        callbacks=[CsvLog(), TensorBoardLog(), TuneReporter(stop)],
     )
-    reached = None
+    ended = None
     try:
-        while not run.done and reached is None:
-            row = run.step()
-            reached = next((k for k, v in (stop or {}).items() if row.get(k, -math.inf) >= v), None)
+        while not run.done and ended is None:
+            ended = reached(run.step(), stop or {})
         run.checkpoint()
+        ended = ended or "target"
+    except SystemExit:  # Tune stops a function trial (a scheduler's decision) this way
+        ended = "scheduler"
+        raise
     finally:
         run.close()
-    done = {"iteration": run.iteration, "stopped_by": reached or "target"}
-    write_atomic(run_dir / "trial.json", json.dumps(done))
+        if ended:
+            node = ray.get_runtime_context().get_node_id()
+            done = {"iteration": run.iteration, "ended": ended, "node": node}
+            write_atomic(run_dir / "trial.json", json.dumps(done))

@@ -17,7 +17,7 @@ from tune.sweeps import make_sweep
 
 def watch(sweep_dir: Path, interval: float = 2.0, console: Console | None = None) -> int:
     saved = read_sweep(sweep_dir)
-    sweep = make_sweep(saved["name"], saved["values"])
+    sweep = make_sweep(saved["name"], saved["values"], check=False)
     stages = tuple(sweep.stage_names)
     metric = getattr(sweep, "metric", "episode_return_mean")
     console = console or Console()

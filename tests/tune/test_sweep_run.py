@@ -89,7 +89,7 @@ def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     first.wait()
     assert wait_gone(str(temp), 60), "the killed driver's Ray processes did not exit"
     finished = done[0].parent / "metrics.csv"
-    before = finished.read_text()
+    before = finished.read_text(), done[0].stat().st_mtime_ns
     assert not (out / "train" / "done.json").exists()
 
     # the same sweep again without --resume is refused; with it, it goes on
@@ -97,7 +97,8 @@ def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     assert again.returncode == 2 and "exists already; resume it with --resume" in again.stderr
     resumed = arena("sweep", "--resume", "--out", str(out), temp=short_temp_dir())
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert finished.read_text() == before  # the finished trial was not run again
+    # the finished trial was not run again (a rerun rewrites its trial.json)
+    assert (finished.read_text(), done[0].stat().st_mtime_ns) == before
 
     trials = pd.read_parquet(out / "trials.parquet")
     assert sorted(trials["seed"]) == [0, 1, 2] and set(trials["status"]) == {"finished"}

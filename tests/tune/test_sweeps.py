@@ -1,6 +1,8 @@
 """Sweep definitions without Ray: typed settings and their errors, seeded draws, the resources
 a trial declares, and where the compute-allocation sweep branches GRPO off BC."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -28,6 +30,8 @@ def test_every_sweep_builds_with_its_defaults():
         ("sensitivity", {"space": {"lr": []}}, "non-empty lists"),
         ("sensitivity", {"reduction_factor": 1}, "reduction_factor=1"),
         ("compute_allocation", {"fractions": [0, 1.5]}, "fractions must lie in"),
+        ("compute_allocation", {"fractions": [1.0]}, "one at least below 1"),
+        ("compute_allocation", {"space": {"lr": [1e-3, -1.0]}}, "lr=-1"),
         ("compute_allocation", {"space": {"temperature": [-1.0]}}, "temperature=-1"),
     ],
 )
@@ -41,14 +45,14 @@ def test_sensitivity_draws_are_seeded_and_keep_to_the_algorithm():
     assert a.configs() == make_sweep("sensitivity", {"samples": 6, "seed": 3}).configs()
     assert a.configs() != make_sweep("sensitivity", {"samples": 6, "seed": 4}).configs()
     assert set(a.search_space()) == {"lr", "gamma", "entropy_coeff", "clip_param", "num_epochs"}
-    stage = a.stage("search", None, None)
+    stage = a.stage("search", None, None, None)
     assert stage.asha.max_t == a.iterations and len(stage.trials) == 6
     assert stage.trials[0]["run"]["lr"] == a.configs()[0]["lr"]
 
 
 def test_seeds_sweep_runs_one_trial_per_seed():
     sweep = make_sweep("seeds", {"samples": 5, "settings": {"train_batch_size": 1000}})
-    trials = sweep.stage("train", None, None).trials
+    trials = sweep.stage("train", None, None, None).trials
     assert [t["run"]["seed"] for t in trials] == [0, 1, 2, 3, 4]
     assert trials[0]["run"]["env"] == "smac/3m-v0" and trials[0]["run"]["algo"] == "mappo"
     assert trials[0]["run"]["train_batch_size"] == 1000 and trials[0]["stop"] == {}
@@ -61,18 +65,24 @@ def test_a_trial_declares_its_runners_and_learners():
 
 
 def test_compute_allocation_branches_grpo_off_bc_at_each_fraction(tmp_path):
-    sweep = make_sweep("compute_allocation", {"samples": 2, "seeds": 1})
+    sweep = make_sweep("compute_allocation", {"samples": 2, "seeds": 2, "bc_steps": 3})
     assert sweep.fractions == FRACTIONS and set(sweep.space) == set(GRPO_SPACE)
-    bc = sweep.stage("bc", None, None).trials
-    assert len(bc) == 1 and bc[0]["run"]["algo"] == "bc"
+    bc = sweep.stage("bc", None, None, tmp_path).trials
+    assert [t["run"]["seed"] for t in bc] == [0, 1] and bc[0]["run"]["algo"] == "bc"
     run = bc[0]["run"]
     assert run["checkpoint_every"] == 1 and run["keep_checkpoints"] == sweep.bc_steps
+    # the driver wrote the traces once, into the sweep, for every BC trial to read: enough
+    # episodes per task that 3 steps of 32 turns never reuse one
+    assert {t["run"]["traces"] for t in bc} == {str(tmp_path / "traces")}
+    lines = (tmp_path / "traces" / "traces.jsonl").read_text().splitlines()
+    episodes = {(r["env"], r["seed"]) for r in map(json.loads, lines)}
+    assert len(episodes) == 3 * sweep.trace_episodes() and 3 * sweep.trace_episodes() >= 3 * 32
     # the teacher at 70/8 of the tiny student's parameters
     from policies.lm.student import Student, StudentSettings
 
     params = Student.build(StudentSettings(kind="tiny")).params
     assert run["teacher_params"] == pytest.approx(70 / 8 * params)
-    # a BC run whose FLOPs grow by 10 a step: budget 400 at step 40
+    # a BC run whose FLOPs grow by 10 a step: budget 400 at step 40 (it branches before it)
     trials = pd.DataFrame(
         [{"stage": "bc", "trial": "t0", "status": "finished", "seed": 0, "run_dir": "/r/run"}]
     )
@@ -100,6 +110,10 @@ def test_compute_allocation_branches_grpo_off_bc_at_each_fraction(tmp_path):
         k == {g: t["study"][g] for g in GRPO_SPACE} for k, t in zip(knobs, grpo, strict=True)
     )
     assert len({t["study"]["config"] for t in grpo}) == 12
+    # the last step is never a branch: that would be pure BC
+    late = make_sweep("compute_allocation", {"samples": 1, "fractions": [0.999, 1.0]})
+    (t,) = late.grpo_trials(trials, rows)
+    assert t["run"]["init"].endswith("iter_000039")
     # a BC run that did not finish gives no branches
     trials.loc[0, "status"] = "error"
     assert sweep.grpo_trials(trials, rows) == []

@@ -73,8 +73,9 @@ def sweep_class(name: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-def make_sweep(name: str, values: dict[str, Any] | None = None):
-    """The sweep ``name`` with ``values`` set (typed; an unknown key names the allowed ones)."""
+def make_sweep(name: str, values: dict[str, Any] | None = None, check: bool = True):
+    """The sweep ``name`` with ``values`` set (typed; an unknown key names the allowed ones),
+    checked to build every trial it could run unless ``check`` is false (a saved sweep)."""
     from training.config import ConfigError, set_field
 
     sweep = sweep_class(name)()
@@ -83,7 +84,8 @@ def make_sweep(name: str, values: dict[str, Any] | None = None):
             set_field(sweep, key, value)
         except ConfigError as e:
             raise ConfigError(f"sweep {name}: {e}") from None
-    sweep.validate()
+    if check:
+        sweep.validate()
     return sweep
 
 
@@ -94,11 +96,12 @@ def sweep_values(sweep) -> dict[str, Any]:
 
 def trial_cpus(run: dict[str, Any]) -> tuple[list[dict[str, float]], str]:
     """The resources a trial's run declares, as Tune placement-group bundles: the trial's
-    own process (it samples and learns itself with 0 EnvRunners and 0 Learners), a CPU per
-    EnvRunner, a CPU or ``gpus_per_learner`` GPUs per Learner."""
-    head = {"CPU": 1.0}
-    runners = [{"CPU": 1.0}] * int(run.get("env_runners", 0))
+    own process (it samples and learns itself with 0 EnvRunners and 0 Learners, on
+    ``gpus_per_learner`` GPUs if any), a CPU per EnvRunner, a CPU or ``gpus_per_learner``
+    GPUs per Learner."""
     gpus = float(run.get("gpus_per_learner", 0.0))
-    learner = {"GPU": gpus} if gpus else {"CPU": 1.0}
-    learners = [learner] * int(run.get("learners", 0))
+    n_learners = int(run.get("learners", 0))
+    head = {"CPU": 1.0, **({"GPU": gpus} if gpus and not n_learners else {})}
+    runners = [{"CPU": 1.0}] * int(run.get("env_runners", 0))
+    learners = [{"GPU": gpus} if gpus else {"CPU": 1.0}] * n_learners
     return [head, *runners, *learners], "PACK"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tune.sweeps import Stage
@@ -95,7 +96,25 @@ class ComputeAllocationSweep:
             **{f"model.{k}": v for k, v in self.model.items()},
         }
 
-    def bc_config(self, seed: int) -> dict[str, Any]:
+    def trace_episodes(self) -> int:
+        """Teacher episodes per task: enough that BC never goes round its traces again, so
+        every step pays the teacher."""
+        batch = int(self.bc.get("batch_size", 32))
+        return math.ceil(1.25 * self.bc_steps * batch / (1 + len(self.tasks)))
+
+    def write_traces(self, sweep_dir: Path) -> Path:
+        """The scripted teacher's traces of every task, written once by the driver into the
+        sweep directory (where every node reads them; resumable), before the BC trials."""
+        from envs.web.traces import TeacherSpec, write_traces
+
+        task = self.env.split("/", 1)[1].rsplit("-v", 1)[0]
+        env_ids = [f"websim/{t}-v0" for t in dict.fromkeys([task, *self.tasks])]
+        rate = float(self.bc.get("teacher_error_rate", 0.1))
+        out = sweep_dir / "traces"
+        write_traces(env_ids, self.trace_episodes(), out, TeacherSpec("scripted", rate))
+        return out
+
+    def bc_config(self, seed: int, traces: str = "") -> dict[str, Any]:
         from policies.lm.student import Student, StudentSettings
         from training.config import set_field
 
@@ -103,25 +122,23 @@ class ComputeAllocationSweep:
         for key, value in self.model.items():
             set_field(student, key, value)
         params = Student.build(student).params
-        batch = int(self.bc.get("batch_size", 32))
-        # Enough traces that BC never goes round them again: every step pays the teacher.
-        episodes = math.ceil(1.25 * self.bc_steps * batch / (1 + len(self.tasks)))
         return {
             **self.common(seed),
             "algo": "bc",
             "iterations": self.bc_steps,
             "checkpoint_every": 1,
             "keep_checkpoints": self.bc_steps,
-            "trace_episodes": episodes,
+            "trace_episodes": self.trace_episodes(),
             "teacher_params": self.teacher_ratio * params,
             **self.bc,
+            **({"traces": traces} if traces else {}),
         }
 
     def grpo_configs(self) -> list[dict[str, Any]]:
         rng = random.Random(self.seed)
         levels = [f for f in self.fractions if f < 1]
         return [
-            {k: rng.choice(v) for k, v in self.space.items()}
+            {k: rng.choice(self.space[k]) for k in sorted(self.space)}
             for _ in range(len(levels) * self.samples)
         ]
 
@@ -134,19 +151,27 @@ class ComputeAllocationSweep:
                 f"bc_steps={self.bc_steps} (>= 2), seeds={self.seeds}, samples={self.samples}"
                 " (>= 1)"
             )
-        if not self.fractions or any(not 0 <= f <= 1 for f in self.fractions):
-            raise ConfigError(f"fractions must lie in [0, 1], got {self.fractions}")
+        if any(not 0 <= f <= 1 for f in self.fractions) or not any(f < 1 for f in self.fractions):
+            raise ConfigError(
+                f"fractions must lie in [0, 1], one at least below 1 (GRPO's share), got "
+                f"{self.fractions}"
+            )
+        if any(not isinstance(v, list) or not v for v in self.space.values()):
+            raise ConfigError(f"space must map knobs to non-empty lists, got {self.space}")
         if not self.teacher_ratio > 0:
             raise ConfigError(f"teacher_ratio={self.teacher_ratio} (> 0)")
         trial_config(self.bc_config(0))
-        for knobs in self.grpo_configs()[:1]:
-            trial_config({**self.common(0), "algo": "grpo", **self.grpo, **knobs})
+        grpo = {**self.common(0), "algo": "grpo", **self.grpo}
+        for key, values in self.space.items():  # every value a trial could draw
+            for value in values:
+                trial_config({**grpo, key: value})
 
-    def stage(self, name: str, trials, rows) -> Stage:
+    def stage(self, name: str, trials, rows, sweep_dir: Path) -> Stage:
         if name == "bc":
+            traces = str(self.write_traces(sweep_dir))
             runs = [
-                {"run": self.bc_config(s), "study": {"arm": "bc", "seed": s, "fraction": 1.0},
-                 "stop": {}}
+                {"run": self.bc_config(s, traces), "study": {"arm": "bc", "seed": s,
+                 "fraction": 1.0}, "stop": {}}
                 for s in range(self.seeds)
             ]  # fmt: skip
             return Stage(name, runs, metric=self.metric)
@@ -162,10 +187,11 @@ class ComputeAllocationSweep:
             curve = rows[(rows["stage"] == "bc") & (rows["trial"] == t["trial"])]
             curve = curve.sort_values("iteration")
             budget = float(curve["flops_total"].iloc[-1])
+            before_end = curve.iloc[:-1]  # a branch at the last step would be pure BC
             for li, f in enumerate(levels):
                 init, branch = "", 0.0
-                if f > 0:
-                    at = (curve["flops_total"] - f * budget).abs().idxmin()
+                if f > 0 and len(before_end):
+                    at = (before_end["flops_total"] - f * budget).abs().idxmin()
                     it, branch = (
                         int(curve.loc[at, "iteration"]),
                         float(curve.loc[at, "flops_total"]),

@@ -45,7 +45,7 @@ class SeedsSweep:
             raise ConfigError(f"samples={self.samples}, iterations={self.iterations} (>= 1)")
         trial_config(self.run_config(0))
 
-    def stage(self, name: str, trials, rows) -> Stage:
+    def stage(self, name: str, trials, rows, sweep_dir) -> Stage:
         runs = [
             {"run": self.run_config(s), "study": {"seed": s}, "stop": {}}
             for s in range(self.samples)

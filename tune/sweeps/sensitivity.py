@@ -65,7 +65,7 @@ class SensitivitySweep:
     def configs(self) -> list[dict[str, Any]]:
         rng = random.Random(self.seed)
         space = self.search_space()
-        return [{k: rng.choice(v) for k, v in space.items()} for _ in range(self.samples)]
+        return [{k: rng.choice(space[k]) for k in sorted(space)} for _ in range(self.samples)]
 
     def validate(self) -> None:
         from training.config import ConfigError
@@ -81,14 +81,16 @@ class SensitivitySweep:
         space = self.search_space()
         if not space or any(not isinstance(v, list) or not v for v in space.values()):
             raise ConfigError(f"space must map keys to non-empty lists of values, got {space}")
-        for config in self.configs()[:1] + [{k: v[-1] for k, v in space.items()}]:
-            trial_config(self.run_config(config))
+        base = self.configs()[0]
+        for key, values in space.items():  # every value a trial could draw
+            for value in values:
+                trial_config(self.run_config({**base, key: value}))
 
     def run_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return {"env": self.env, "algo": self.algo, "iterations": self.iterations,
                 "seed": self.seed, **self.settings, **config}  # fmt: skip
 
-    def stage(self, name: str, trials, rows) -> Stage:
+    def stage(self, name: str, trials, rows, sweep_dir) -> Stage:
         runs = [
             {"run": self.run_config(c), "study": {"config": i, **c}, "stop": {}}
             for i, c in enumerate(self.configs())
