@@ -68,11 +68,13 @@ def bootstrap_diff(a: dict, b: dict, resamples: int = RESAMPLES, seed: int = 0):
 
 
 def value_at(curve: pd.DataFrame, budget: float, x: str = "flops_total", y: str = "eval_success"):
-    """``y`` at the first row whose ``x`` reaches ``budget`` (within 0.1%): the metric at
-    matched compute; NaN if the trial never got there."""
-    reached = curve[curve[x] >= budget * 0.999].sort_values(x)
-    reached = reached[reached[y].notna()]
-    return float(reached[y].iloc[0]) if len(reached) else math.nan
+    """``y`` at matched compute: its last evaluation that had spent at most ``budget`` (0.1%
+    over counts as at), so no arm is credited with compute beyond it; NaN if the trial never
+    spent the budget (it stopped short) or has no evaluation within it."""
+    if curve.empty or curve[x].max() < budget * 0.999:
+        return math.nan
+    within = curve[(curve[x] <= budget * 1.001) & curve[y].notna()].sort_values(x)
+    return float(within[y].iloc[-1]) if len(within) else math.nan
 
 
 def best_k_mean(scores, k: int = 2) -> float:
@@ -332,7 +334,7 @@ def allocation_table(points: dict) -> tuple[str, dict]:
     table = []
     for f in sorted(arms):
         every = [v for seeds in points[f].values() for v in seeds.values()]
-        got = sum(math.isfinite(v) for v in every)
+        got = sum(math.isfinite(v) for v in every)  # the others have no value at this budget
         table.append({
             "teacher fraction": f"{f:.3f}",
             "arm": "pure BC" if f == 1 else ("pure GRPO" if f == 0 else "BC then GRPO"),
@@ -384,9 +386,10 @@ def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[
     text = [
         f"Budget B (the pure-BC run's FLOPs, teacher included) per seed: {budget_text}.",
         "",
-        "Success: greedy held-out success at the first evaluation at or past the budget; a "
-        "trial that stopped short of it (at grpo_max_iterations) has none, and 'reached budget' "
-        "counts the trials that got there. At a budget below B, a GRPO trial branched at "
+        "Success: greedy held-out success at the last evaluation within the budget (no arm is "
+        "credited with compute past it); a trial that stopped short of the budget (at "
+        "grpo_max_iterations), or whose first GRPO iteration already overshot it, has none, "
+        "and 'reached budget' counts the trials that have one. At a budget below B, a GRPO trial branched at "
         "fraction f of B has fraction f / share of it. "
         "Each fraction's best configuration has the best mean of its best 2 trials; the "
         "difference columns compare it with the other arm seed by seed (paired bootstrap). "

@@ -41,14 +41,16 @@ def test_paired_difference_removes_the_spread_the_arms_share():
     assert d == pytest.approx(0.1) and low < 0 < high
 
 
-def test_value_at_matched_compute_is_the_first_evaluation_at_the_budget():
+def test_value_at_matched_compute_is_the_last_evaluation_within_the_budget():
     curve = pd.DataFrame(
-        {"flops_total": [1.0, 2.0, 3.0, 4.0], "eval_success": [0.1, math.nan, 0.5, 0.9]}
+        {"flops_total": [1.0, 2.0, 3.0, 4.0], "eval_success": [0.1, 0.3, math.nan, 0.9]}
     )
-    assert value_at(curve, 2.0) == 0.5  # row 2 has no evaluation: the next one
-    assert value_at(curve, 0.5) == 0.1
-    assert value_at(curve, 3.999) == 0.9  # within 0.1% of the budget counts as reaching it
-    assert math.isnan(value_at(curve, 5.0))  # never got there
+    assert value_at(curve, 2.5) == 0.3  # not the 0.9 bought with more compute
+    assert value_at(curve, 3.0) == 0.3  # row 3 has no evaluation: the one before
+    assert value_at(curve, 3.999) == 0.9  # within 0.1% of the budget counts as at it
+    assert value_at(curve, 1.0) == 0.1
+    assert math.isnan(value_at(curve, 5.0))  # stopped short of the budget
+    assert math.isnan(value_at(curve, 0.5))  # its first evaluation already overshot it
 
 
 def test_model_selection_as_the_study():
