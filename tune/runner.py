@@ -241,22 +241,23 @@ def run_sweep(
             )
         console.print(f"{stage_name}: {len(stage.trials)} trials, {slots} at a time")
         t0 = time.perf_counter()
+        # done.json is written inside, so that the table's last draw shows the final statuses
         with LiveTable(console, out, stage.metric, (stage_name,), len(stage.trials)):
             grid = tuner.fit()
-        if grid.num_terminated + grid.num_errors < len(grid):  # Ctrl-C: Tune stopped early
-            save_tables(out, stages)
-            raise KeyboardInterrupt(f"resume with: arena sweep --resume --out {out}")
-        errors = [str(r.path) for r in grid if r.error is not None]
-        if errors:
-            save_tables(out, stages)
-            raise ConfigError(
-                f"stage {stage_name}: {len(errors)} trial(s) failed (see error.txt in "
-                f"{', '.join(errors[:3])}); fix and run again with: arena sweep --resume --out {out}"
-            )
-        seconds = round(time.perf_counter() - t0, 1)
-        write_atomic(
-            stage_dir / "done.json", json.dumps({"trials": len(stage.trials), "seconds": seconds})
-        )
+            if grid.num_terminated + grid.num_errors < len(grid):  # Ctrl-C: Tune stopped
+                save_tables(out, stages)
+                raise KeyboardInterrupt(f"resume with: arena sweep --resume --out {out}")
+            errors = [str(r.path) for r in grid if r.error is not None]
+            if errors:
+                save_tables(out, stages)
+                raise ConfigError(
+                    f"stage {stage_name}: {len(errors)} trial(s) failed (see error.txt in "
+                    f"{', '.join(errors[:3])}); fix and run again with: arena sweep --resume "
+                    f"--out {out}"
+                )
+            seconds = round(time.perf_counter() - t0, 1)
+            done = {"trials": len(stage.trials), "seconds": seconds}
+            write_atomic(stage_dir / "done.json", json.dumps(done))
         trials, _ = save_tables(out, stages)
         counts = trials[trials["stage"] == stage_name]["status"].value_counts().to_dict()
         console.print(f"{stage_name}: done in {seconds:.0f} s ({counts})")
