@@ -244,14 +244,21 @@ def seed_sections(trials, rows, metric: str, figures: Path) -> list[Section]:
 
 
 def sensitivity_sections(trials, rows, metric: str, params: list[str], figures: Path):
-    finals = final_values(trials, rows, metric)
+    """Configurations ranked at the iteration every trial reached (ASHA stops the ones
+    behind at its rungs, so later values exist only for the ones it kept), their curves, and
+    each value's importance by that score."""
     runs = trials.copy()
-    runs["score"] = finals.reindex(trials["trial"]).to_numpy()
-    table = runs[["config", *params, "status", "iterations", "score"]].sort_values(
-        "score", ascending=False
+    common = int(runs["iterations"][runs["iterations"] > 0].min())
+    at = rows[rows["iteration"] == common].set_index("trial")[metric]
+    runs["score"] = at.reindex(runs["trial"]).to_numpy()
+    runs["last"] = final_values(trials, rows, metric).reindex(trials["trial"]).to_numpy()
+    table = runs[["config", *params, "status", "iterations", "score", "last"]]
+    table = table.sort_values("score", ascending=False).rename(
+        columns={"score": f"{metric} at iteration {common}", "last": "last value"}
     )
-    text = (f"Each configuration's last {metric} (ASHA stops the ones behind at each rung, so "
-            "their last value is earlier):\n\n" + md_table(table.rename(columns={"score": metric})))  # fmt: skip
+    text = (f"Every configuration is scored at iteration {common}, the last one all of them "
+            f"reached (ASHA stopped the ones behind at its rungs), and its last value is shown "
+            f"beside:\n\n" + md_table(table, "{:.4g}"))  # fmt: skip
     imp = importance(runs, params, k=1)
     sections = [status_section(trials), Section("Configurations", text, [
         curves_figure(rows, metric, ["config"], f"{metric} per configuration", figures, "curves")
