@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
@@ -94,7 +95,8 @@ def adopt_init_model(settings: GRPOSettings) -> None:
     from policies.lm.algorithm import init_source
     from policies.lm.student import StudentSettings
 
-    run_dir, _ = init_source(settings.init)
+    init = Path(settings.init)
+    run_dir = init.parent.parent if init.parent.name == "checkpoints" else init
     path = run_dir / "config.yaml"
     try:
         data = yaml.safe_load(path.read_text())
@@ -104,6 +106,7 @@ def adopt_init_model(settings: GRPOSettings) -> None:
         raise AlgorithmMismatch(
             f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"
         ) from None
+    init_source(settings.init)  # and it has that checkpoint
 
 
 def build(env_id: str, settings: GRPOSettings, **options):
