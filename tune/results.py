@@ -28,6 +28,7 @@ import yaml
 from training.config import ConfigError
 
 LABEL_ORDER = ("arm", "fraction", "config", "seed")
+"""The labels a trial table shows, in this order (those a sweep has)."""
 
 
 def read_sweep(sweep_dir: Path) -> dict:

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from training.checkpoints import write_atomic
 from training.config import ConfigError
-from tune.results import collect, read_sweep, save_tables
+from tune.results import LABEL_ORDER, collect, read_sweep, save_tables
 from tune.sweeps import make_sweep, sweep_values, trial_cpus
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -49,8 +49,7 @@ def trial_table(sweep_dir: Path, metric: str, stages: tuple[str, ...], total: in
     if total:
         title += f" of {total} in this stage"
     table = Table(title=title, title_justify="left")
-    labels = [c for c in trials.columns if c not in ("trial", "status", "iterations", "run_dir")]
-    labels = [c for c in labels if c in ("stage", "arm", "fraction", "config", "seed")] or labels
+    labels = [c for c in ("stage", *LABEL_ORDER) if c in trials.columns]
     for col in [
         *labels,
         "status",
