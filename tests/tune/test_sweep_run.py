@@ -63,6 +63,17 @@ def screenshot(html: Path, png: Path) -> dict:
         driver.quit()
 
 
+def tune_knows_a_trial_ended(experiment: Path) -> bool:
+    """Whether Tune's saved experiment state lists a trial as TERMINATED."""
+    for state in experiment.glob("experiment_state-*.json"):
+        try:
+            if "TERMINATED" in state.read_text():
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     from envs.web.browser import chrome_missing
 
@@ -82,7 +93,10 @@ def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     deadline = time.monotonic() + 300
     done = []
     while time.monotonic() < deadline and first.poll() is None and not done:
-        done = list(out.glob("train/*/run/trial.json"))
+        # a trial has finished, and Tune's saved state says so (killed before that, Tune
+        # would restore it from its last checkpoint and find it done)
+        if tune_knows_a_trial_ended(out / "train"):
+            done = list(out.glob("train/*/run/trial.json"))
         time.sleep(0.5)
     assert done, first.communicate()[0][-3000:] if first.poll() is not None else "no trial ended"
     os.killpg(first.pid, signal.SIGKILL)
