@@ -25,9 +25,9 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # part -> (file path fragment, function name); the cumulative time of every match is summed.
 PARTS = {
     "iteration": [("algorithms/algorithm.py", "train")],
-    "sampling": [("policies/sampling.py", "sample")],
+    "sampling": [("policies/sampling.py", "rollout")],
     "sampler_episode_building": [("policies/sampling.py", "_cut_episodes")],
-    "sampler_gae_arrays": [("policies/sampling.py", "_train_batch")],
+    "sampler_gae_arrays": [("policies/ppo/array_path.py", "gae_batch")],
     "learner_update": [("core/learner/learner.py", "update")],
     "learner_connectors": [("connectors/connector_pipeline_v2.py", "__call__")],
     "gae": [("general_advantage_estimation.py", "__call__")],

@@ -12,6 +12,7 @@ Each module's ``model_config`` says which agents it acts for and what it reads (
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from policies.batch import BatchSpec
+from policies.mapping import gather, scatter
+from policies.modules import FLOAT_MIN
 
 WEIGHTS_DIR = "weights"
 
@@ -55,11 +58,98 @@ def save_weights(weights: dict[str, dict], weights_dir: str | Path) -> dict[str,
     return files
 
 
+def gumbel_max(logp: torch.Tensor) -> torch.Tensor:
+    """One draw per row from the categorical of log-probabilities ``logp`` ``[N, A]``: Gumbel-max
+    draws exactly from it without torch.multinomial's per-call overhead. torch.rand can return
+    exactly 0, whose Gumbel noise is -inf: it would sink a legal action below the masked ones (a
+    dead SMAC agent then "chose" stop, about once in 10^7 draws), so the uniforms start at the
+    tiniest float."""
+    u = torch.rand_like(logp).clamp_(min=torch.finfo(logp.dtype).tiny)
+    return (logp - torch.log(-torch.log(u))).argmax(dim=-1)
+
+
+@dataclass
+class Acted:
+    """What :func:`act` returns for N rows.
+
+    Attributes:
+        actions: ``[N]`` (discrete) or ``[N, A]``.
+        logp: ``[N]`` log-probability of each action under the sampling distribution (0 where
+            the module explores epsilon-greedily).
+        outputs: the module's outputs ``[N, ...]``: distribution inputs or Q-values.
+        state: the module's next recurrent state (None for a feed-forward module).
+    """
+
+    actions: np.ndarray
+    logp: np.ndarray
+    outputs: np.ndarray
+    state: dict | None
+
+
+def choose(
+    module, outputs: torch.Tensor, explore, *, epsilon: float = 0.0, uniform: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actions (and their log-probabilities) from a module's ``outputs``, as the module's
+    class explores (its ``EXPLORATION``): ``sample`` from the distribution its outputs
+    parameterise (greedy: the mode), or ``epsilon_greedy`` over Q-values (a uniformly random
+    legal action with probability ``epsilon``, else the best). ``explore`` is a bool or one
+    bool per row; ``uniform`` draws every action uniformly among the legal ones."""
+    rows = None if isinstance(explore, bool) else torch.as_tensor(np.asarray(explore, bool))
+    if not isinstance(module.action_space, gym.spaces.Discrete):
+        dist = module.get_exploration_action_dist_cls().from_logits(outputs)
+        greedy = dist.to_deterministic().sample()
+        if rows is None:
+            actions = dist.sample() if explore else greedy
+        else:
+            actions = torch.where(rows[:, None], dist.sample(), greedy)
+        return actions, dist.logp(actions)
+    legal = outputs > FLOAT_MIN  # masked actions' outputs are exactly FLOAT_MIN
+    if uniform:
+        outputs = torch.where(legal, 0.0, outputs)
+    greedy = outputs.argmax(dim=-1)
+    if getattr(module, "EXPLORATION", "sample") == "epsilon_greedy" and not uniform:
+        pick = torch.rand(len(outputs)) < epsilon
+        pick = pick if rows is None else pick & rows
+        if (rows is None and not explore) or not bool(pick.any()):
+            return greedy, torch.zeros(len(outputs))
+        random = gumbel_max(torch.where(legal, 0.0, FLOAT_MIN))
+        return torch.where(pick, random, greedy), torch.zeros(len(outputs))
+    logp_all = torch.log_softmax(outputs, dim=-1)
+    if rows is None:
+        actions = gumbel_max(logp_all) if explore else greedy
+    else:
+        actions = torch.where(rows, gumbel_max(logp_all), greedy)
+    return actions, logp_all.gather(-1, actions[:, None])[:, 0]
+
+
+def act(
+    module,
+    inputs: dict[str, torch.Tensor],
+    state: dict | None = None,
+    explore=False,
+    *,
+    epsilon: float = 0.0,
+    uniform: bool = False,
+) -> Acted:
+    """The one way any module acts for a batch of rows: its forward step on ``inputs`` (a
+    ``BatchSpec`` dict of tensors) from recurrent ``state``, then :func:`choose`. A module whose
+    state holds ``last_action`` reads its agents' previous actions (PyMARL's agents do): the
+    chosen ones, one-hot, go there for the next step."""
+    with torch.no_grad():
+        outputs, state = module.step(inputs, state)
+        actions, logp = choose(module, outputs, explore, epsilon=epsilon, uniform=uniform)
+        if state is not None and "last_action" in state:
+            last = torch.nn.functional.one_hot(actions, outputs.shape[-1]).to(torch.float32)
+            state = {**state, "last_action": last}
+    return Acted(actions.numpy(), logp.numpy(), outputs.numpy(), state)
+
+
 class ModulePolicy:
-    """Greedy or sampled actions of one restored module.
+    """Greedy or exploring actions of one restored module.
 
     Args:
-        module: the restored RLModule (``policies.modules.ActorCritic``).
+        module: the restored RLModule (``policies.modules.ActorCritic``,
+            ``policies.q.module.QNetwork``, ...).
     """
 
     def __init__(self, module: RLModule):
@@ -67,6 +157,7 @@ class ModulePolicy:
         cfg = module.model_config
         self.spec = BatchSpec.from_dict(cfg["batch_spec"])
         self.agents: list[str] = list(cfg["slot"]["agents"])
+        self.members = tuple((g, tuple(idx)) for g, idx in cfg["slot"].get("members", ()))
         self.action_space = module.action_space
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.recurrent = bool(module.get_initial_state())
@@ -75,27 +166,37 @@ class ModulePolicy:
         return self.module.initial_state_rows(rows)
 
     def act_rows(
-        self, batch: dict[str, np.ndarray], explore: bool | np.ndarray = False, state=None
+        self, batch: dict[str, np.ndarray], explore=False, state=None, *, epsilon: float = 0.0
     ) -> tuple[np.ndarray, dict | None]:
-        """Actions for packed rows: sampled where ``explore`` (a bool, or one bool per row, so
+        """Actions for packed rows: exploring where ``explore`` (a bool, or one bool per row, so
         a batch mixing both modes still takes one forward pass), else greedy; and the next
-        hidden state (recurrent modules, which need ``state``)."""
-        with torch.no_grad():
-            inputs, state = self.module.step(
-                {k: torch.from_numpy(v) for k, v in batch.items()}, state
-            )
-            if self.discrete:
-                greedy = lambda: inputs.argmax(dim=-1)  # noqa: E731
-                sample = lambda: torch.distributions.Categorical(logits=inputs).sample()  # noqa: E731
-            else:
-                dist = self.module.get_inference_action_dist_cls().from_logits(inputs)
-                greedy, sample = dist.to_deterministic().sample, dist.sample
-            if not isinstance(explore, np.ndarray):
-                return (sample() if explore else greedy()).numpy(), state
-            pick = torch.from_numpy(np.asarray(explore, bool))
-            if not self.discrete:
-                pick = pick[:, None]
-            return torch.where(pick, sample(), greedy()).numpy(), state
+        hidden state (recurrent modules: pass ``state``, from :meth:`initial_state` at an
+        episode's start)."""
+        if self.recurrent and state is None:
+            state = self.initial_state(len(next(iter(batch.values()))))
+        inputs = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
+        acted = act(self.module, inputs, state, explore, epsilon=epsilon)
+        return acted.actions, acted.state
+
+    def act(
+        self, obs, mask=None, agent_index=None, explore=False, state=None
+    ) -> tuple[np.ndarray, dict | None]:
+        """Actions for observation rows ``[n, *obs_shape]`` (with their masks ``[n, A]`` where
+        the module masks actions, and each row's place among the module's agents)."""
+        batch = self.spec.pack(obs, mask, None, agent_index)
+        return self.act_rows(batch, explore, state)
+
+    def act_group(
+        self, obs: np.ndarray, mask=None, explore=False, state=None
+    ) -> tuple[np.ndarray, dict | None]:
+        """Actions ``[B, K, ...]`` of a team of K agents in B envs (``obs [B, K, ...]``,
+        ``mask [B, K, A]``), the k-th agent of each env in the module's k-th place."""
+        B, K = obs.shape[:2]
+        flat_mask = None if mask is None else mask.reshape(B * K, -1)
+        actions, state = self.act(
+            obs.reshape(B * K, *obs.shape[2:]), flat_mask, np.tile(np.arange(K), B), explore, state
+        )
+        return actions.reshape(B, K, *actions.shape[1:]), state
 
 
 def module_from_weights(spec, path: Path):
@@ -161,6 +262,28 @@ class Policy:
         x = np.stack([obs[a]["observations"] if masked else obs[a] for a in agents])
         mask = np.stack([obs[a]["action_mask"] for a in agents]) if masked else None
         return spec.pack(x, mask, state, [self.place[a] for a in agents])
+
+    def act_vector(
+        self, step, explore=False, hidden: dict | None = None
+    ) -> tuple[dict[str, np.ndarray], dict]:
+        """Actions ``group -> [B, N_g, ...]`` of every agent of B envs (``step``: an
+        ``envs.vector.VectorStep``), each module acting for its agents in one forward pass;
+        and the modules' next recurrent states (``hidden``: module -> state, {} at the start).
+        """
+        hidden, actions = dict(hidden or {}), {}
+        for mid, m in self.modules.items():
+            obs = gather(m.members, step.obs)
+            B, K = obs.shape[:2]
+            rows = m.spec.buffers(B * K)
+            m.spec.write(rows, obs, gather(m.members, step.action_mask), step.state)
+            acts, hidden[mid] = m.act_rows(rows, explore, hidden.get(mid))
+            acts = acts.reshape(B, K, *acts.shape[1:])
+            for g, _ in m.members:
+                if g not in actions:
+                    n = step.obs[g].shape[1]
+                    actions[g] = np.zeros((B, n, *acts.shape[2:]), acts.dtype)
+            scatter(m.members, acts, actions)
+        return actions, hidden
 
     def act(self, obs: dict[str, Any], state=None, explore: bool = False) -> dict[str, Any]:
         """Actions for the agents in ``obs`` (each by its own module)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gymnasium as gym
+import numpy as np
 
 from envs.vector import AgentGroup
 
@@ -47,6 +48,59 @@ class ModuleSlot:
     @property
     def num_agents(self) -> int:
         return len(self.agents)
+
+    def gather(self, per_group: dict[str, np.ndarray]) -> np.ndarray | None:
+        return gather(self.members, per_group)
+
+    def scatter(self, values: np.ndarray, per_group: dict[str, np.ndarray]) -> None:
+        scatter(self.members, values, per_group)
+
+
+Members = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def gather(members: Members, per_group: dict[str, np.ndarray]) -> np.ndarray | None:
+    """A module's agents' slice ``[B, K, ...]`` of per-group arrays ``group -> [B, N_g, ...]``
+    (a ``VectorStep``'s observations or masks); None where there are none."""
+    if not per_group:
+        return None
+    parts = []
+    for group, idx in members:
+        arr = per_group[group]
+        parts.append(arr if len(idx) == arr.shape[1] else arr[:, list(idx)])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+def scatter(members: Members, values: np.ndarray, per_group: dict[str, np.ndarray]) -> None:
+    """Writes a module's ``[B, K, ...]`` values (actions) into its agents' places of the
+    per-group arrays ``group -> [B, N_g, ...]``."""
+    k0 = 0
+    for group, idx in members:
+        per_group[group][:, list(idx)] = values[:, k0 : k0 + len(idx)]
+        k0 += len(idx)
+
+
+def slot_from_dict(module_id: str, d: dict, observation_space, action_space) -> ModuleSlot:
+    """A :class:`ModuleSlot` from its ``model_config["slot"]`` dict (:func:`slot_to_dict`)."""
+    return ModuleSlot(
+        module_id,
+        tuple((g, tuple(idx)) for g, idx in d["members"]),
+        tuple(d["agents"]),
+        tuple(d["env_index"]),
+        observation_space,
+        action_space,
+        bool(d["masked"]),
+    )
+
+
+def slot_to_dict(slot: ModuleSlot) -> dict:
+    """What a module's ``model_config["slot"]`` holds of its slot (plain lists)."""
+    return {
+        "members": [[g, list(idx)] for g, idx in slot.members],
+        "agents": list(slot.agents),
+        "env_index": list(slot.env_index),
+        "masked": slot.masked,
+    }
 
 
 def _slot(module_id: str, parts: list[tuple[AgentGroup, tuple[int, ...]]]) -> ModuleSlot:
@@ -85,7 +139,3 @@ def plan_modules(
     if sharing == "per_group":
         return {g.name: _slot(g.name, [(g, tuple(range(g.num_agents)))]) for g in gs}
     return {a: _slot(a, [(g, (i,))]) for g in gs for i, a in enumerate(g.agents)}
-
-
-def agent_to_module(modules: dict[str, ModuleSlot]) -> dict[str, str]:
-    return {a: m.id for m in modules.values() for a in m.agents}

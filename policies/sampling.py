@@ -12,10 +12,17 @@ to the env or the policy. :class:`VectorEnvRunner` instead
   (work per episode, none per step).
 
 Any number of modules act in one env (``policies.mapping``): each module computes the actions
-of the agents mapped to it in one batched forward pass over its rows. Each agent's trajectory
-is a single-agent trajectory of its module (tagged with the agent and module id), so RLlib's
-own learners (PPO's loss, GAE, value bootstrapping on truncation, its multi-agent connectors)
-train on these episodes unchanged. Frozen modules (not in ``policies_to_train``) act but hand
+of the agents mapped to it in one batched forward pass over its rows, exploring as its class
+declares (``policies.inference.choose``: sampling, or epsilon-greedy for Q-values).
+
+The sampler hands arrays and knows no algorithm: :meth:`VectorEnvRunner.rollout` gives a
+:class:`Rollout` (per module its inputs, actions, log-probabilities, outputs, rewards and
+recurrent states; the envs' done flags and global states), and the algorithm decides what it
+becomes: PPO's advantages (``policies.ppo.array_path``), whole episodes for a replay
+(:meth:`VectorEnvRunner.sample_episodes`, ``policies.q``), or RLlib's episodes
+(:meth:`VectorEnvRunner.sample`): each agent's trajectory is a single-agent trajectory of its
+module (tagged with the agent and module id), so RLlib's own learners (PPO's loss, GAE,
+value bootstrapping on truncation, its multi-agent connectors) train on them unchanged. Frozen modules (not in ``policies_to_train``) act but hand
 no episodes to the learner. Recurrent modules carry their hidden state from step to step and
 across ``sample`` calls, reset it where an episode ends, and record ``STATE_OUT`` the way
 RLlib's stateful-module conventions expect (the state before a chunk in its lookback).
@@ -40,7 +47,6 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.env_runner import EnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
-from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.metrics import (
     EPISODE_AGENT_RETURN_MEAN,
@@ -62,8 +68,8 @@ from ray.rllib.utils.metrics import (
 
 import envs
 from policies.batch import BatchSpec
-from policies.mapping import ModuleSlot
-from policies.modules import FLOAT_MIN
+from policies.inference import act
+from policies.mapping import ModuleSlot, slot_from_dict
 
 # Seconds spent per part of sampling, summed per iteration (bench/train_throughput.py reads
 # them): stepping the envs, the policy's forward pass and sampling, and the whole call.
@@ -153,40 +159,143 @@ class EpisodeFactory:
 
 
 @dataclass
-class _Rollout:
-    """One rollout of the runner: per-module buffers and the ``[T, B]`` episode flags."""
+class ModuleRollout:
+    """One module's share of a rollout of T steps of B envs: ``R = B * K`` rows, env b's
+    k-th agent of the module at row ``b * K + k``.
 
-    bufs: dict[str, dict]
-    done: np.ndarray
-    term: np.ndarray
-    started: np.ndarray  # steps each env's running episode had before the rollout
+    Attributes:
+        inputs: the module's input (``BatchSpec`` fields) ``[T + 1, R, ...]``: at each step,
+            and after the last (the next rollout's first; the next episode's first where an
+            env was reset).
+        actions: ``[T, R, ...]``; logp: their log-probabilities ``[T, R]`` (under the
+            sampling distribution; 0 for epsilon-greedy); outputs: the module's outputs
+            ``[T, R, ...]`` (distribution inputs or Q-values).
+        rewards: ``[T, R]``.
+        final: ``t -> inputs [n, K, ...]`` after the last step of the n episodes that ended at
+            step t (the envs ``np.flatnonzero(done[t])``, in that order).
+        state0 / states: recurrent modules: the state before the rollout ``[R, ...]`` and after
+            each step ``[T, R, ...]``, per state key; else None.
+    """
+
+    inputs: dict[str, np.ndarray]
+    actions: np.ndarray
+    logp: np.ndarray
+    outputs: np.ndarray
+    rewards: np.ndarray
+    final: dict[int, dict[str, np.ndarray]]
+    state0: dict[str, np.ndarray] | None = None
+    states: dict[str, np.ndarray] | None = None
 
 
 @dataclass
-class ArrayRollout:
-    """What :meth:`VectorEnvRunner.sample_arrays` returns: per trained module a flat
-    training batch (numpy), and the steps it covers."""
+class Rollout:
+    """What :meth:`VectorEnvRunner.rollout` hands the algorithm: arrays, no episodes.
 
-    batches: dict[str, dict]
-    num_env_steps: int
-    num_agent_steps: int
+    Attributes:
+        modules: module id -> :class:`ModuleRollout`.
+        done / terminated: ``[T, B]`` an episode ended after step t (terminated: not by the
+            time limit).
+        started: ``[B]`` steps each env's running episode had before the rollout.
+        env_state: the envs' global state ``[T + 1, B, S]`` (S = 0: none).
+        final_state: ``t -> [n, S]``, the last state of the episodes that ended at t.
+        rewards: ``[T, B, N]`` every agent's reward, in env order.
+    """
+
+    modules: dict[str, ModuleRollout]
+    done: np.ndarray
+    terminated: np.ndarray
+    started: np.ndarray
+    env_state: np.ndarray
+    final_state: dict[int, np.ndarray]
+    rewards: np.ndarray
+
+    @property
+    def num_env_steps(self) -> int:
+        return int(self.done.size)
+
+
+@dataclass
+class Episode:
+    """One whole episode of L steps (:meth:`VectorEnvRunner.sample_episodes`).
+
+    Attributes:
+        inputs: module id -> its input fields ``[L + 1, K, ...]`` (the last row after the last
+            step).
+        actions: module id -> ``[L, K, ...]``.
+        rewards: ``[L, N]`` every agent's reward, in env order.
+        state: the env's global state ``[L + 1, S]``.
+        terminated: whether it ended by termination (else by the time limit).
+    """
+
+    inputs: dict[str, dict[str, np.ndarray]]
+    actions: dict[str, np.ndarray]
+    rewards: np.ndarray
+    state: np.ndarray
+    terminated: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.rewards)
+
+
+class EpisodeStitcher:
+    """Joins rollouts into whole episodes: an episode's steps may span several rollouts, so
+    each env's unfinished steps wait here (work per episode and rollout, none per step)."""
+
+    def __init__(self, num_envs: int):
+        self.pieces: list[list[dict]] = [[] for _ in range(num_envs)]
+
+    def add(self, roll: Rollout) -> list[Episode]:
+        """The episodes that ended in ``roll``; keeps the steps of those still running."""
+        T, B = roll.done.shape
+        start = np.zeros(B, int)  # where each env's unfinished steps begin in this rollout
+        out = []
+        for t in sorted(roll.final_state):
+            for k, b in enumerate(np.flatnonzero(roll.done[t])):
+                pieces = [*self.pieces[b], self._piece(roll, b, start[b], t + 1)]
+                self.pieces[b] = []
+                start[b] = t + 1
+                inputs = {
+                    mid: {
+                        key: np.concatenate(
+                            [p["inputs"][mid][key] for p in pieces] + [m.final[t][key][k][None]]
+                        )
+                        for key in m.inputs
+                    }
+                    for mid, m in roll.modules.items()
+                }
+                actions = {
+                    mid: np.concatenate([p["actions"][mid] for p in pieces]) for mid in roll.modules
+                }
+                out.append(
+                    Episode(
+                        inputs,
+                        actions,
+                        np.concatenate([p["rewards"] for p in pieces]),
+                        np.concatenate(
+                            [p["state"] for p in pieces] + [roll.final_state[t][k][None]]
+                        ),
+                        bool(roll.terminated[t, b]),
+                    )
+                )
+        for b in range(B):
+            if start[b] < T:
+                self.pieces[b].append(self._piece(roll, b, start[b], T))
+        return out
 
     @staticmethod
-    def merge(rollouts: list[ArrayRollout]):
-        """One ``MultiAgentBatch`` of several runners' rollouts."""
-        import tree
-        from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-
-        batches = {}
-        for mid in rollouts[0].batches:
-            parts = [r.batches[mid] for r in rollouts]
-            joined = (
-                parts[0]
-                if len(parts) == 1
-                else tree.map_structure(lambda *a: np.concatenate(a), *parts)
-            )
-            batches[mid] = SampleBatch(joined)
-        return MultiAgentBatch(batches, env_steps=sum(r.num_env_steps for r in rollouts))
+    def _piece(roll: Rollout, b: int, t0: int, t1: int) -> dict:
+        """Steps ``t0 .. t1 - 1`` of env ``b`` (copies: the rollout's buffers are reused)."""
+        piece = {"inputs": {}, "actions": {}}
+        B = roll.done.shape[1]
+        for mid, m in roll.modules.items():
+            K = m.rewards.shape[1] // B
+            rows = slice(b * K, (b + 1) * K)
+            piece["inputs"][mid] = {k: v[t0:t1, rows].copy() for k, v in m.inputs.items()}
+            piece["actions"][mid] = m.actions[t0:t1, rows].copy()
+        piece["rewards"] = roll.rewards[t0:t1, b].copy()
+        piece["state"] = roll.env_state[t0:t1, b].copy()
+        return piece
 
 
 @dataclass
@@ -197,8 +306,6 @@ class _Module:
     spec: BatchSpec
     module: Any
     trained: bool
-    discrete: bool
-    dist_cls: Any
     # agent columns of the env's reward array, or None when they are all of them in order
     reward_cols: np.ndarray | None
     state: dict | None = None  # recurrent: hidden state per row (torch), carried across calls
@@ -209,26 +316,10 @@ class _Module:
 
     def gather(self, per_group: dict[str, np.ndarray]) -> np.ndarray | None:
         """This module's agents' slice ``[B, K, ...]`` of per-group arrays."""
-        if not per_group:
-            return None
-        parts = []
-        for group, idx in self.slot.members:
-            arr = per_group[group]
-            parts.append(arr if len(idx) == arr.shape[1] else arr[:, list(idx)])
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        return self.slot.gather(per_group)
 
     def write(self, dst: dict, step_obs, step_mask, state) -> None:
         self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), state)
-
-
-def gumbel_max(logp: torch.Tensor) -> torch.Tensor:
-    """One draw per row from the categorical of log-probabilities ``logp`` ``[N, A]``: Gumbel-max
-    draws exactly from it without torch.multinomial's per-call overhead. torch.rand can return
-    exactly 0, whose Gumbel noise is -inf: it would sink a legal action below the masked ones (a
-    dead SMAC agent then "chose" stop, about once in 10^7 draws), so the uniforms start at the
-    tiniest float."""
-    u = torch.rand_like(logp).clamp_(min=torch.finfo(logp.dtype).tiny)
-    return (logp - torch.log(-torch.log(u))).argmax(dim=-1)
 
 
 class VectorEnvRunner(EnvRunner, Checkpointable):
@@ -236,13 +327,12 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
 
     ``config.env_config`` holds the env's own arguments. Each module's ``model_config`` holds
     its :class:`BatchSpec` (``batch_spec``) and its agents (``slot``: see
-    ``policies.ppo.module_specs``).
+    ``policies.ppo.declare_ppo``).
     """
 
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
         torch.set_num_threads(1)
-        self.tune_trial_id = kwargs.get("tune_trial_id")
         self.num_envs = self.config.num_envs_per_env_runner
         self.vec: envs.vector.VectorEnv | None = None
         self.module = None
@@ -250,8 +340,9 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             self.make_env()
         self.make_module()
         self._weights_seq_no = 0
-        self._step = None  # the last VectorStep: where the next sample() goes on from
+        self._step = None  # the last VectorStep: where the next rollout goes on from
         self._episode_factory = EpisodeFactory()
+        self._stitcher: EpisodeStitcher | None = None
         self._returns = self._lengths = None
         window = self.config.metrics_num_episodes_for_smoothing
         self._recent: deque = deque(maxlen=max(1, math.ceil(window / (self.num_workers or 1))))
@@ -272,6 +363,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         trained = self.config.policies_to_train
         self.modules: dict[str, _Module] = {}
         for mid, spec in multi.rl_module_specs.items():
+            if getattr(spec, "learner_only", False):  # a mixer or critic that never acts
+                continue
             slot = slot_from_config(mid, spec)
             cols = np.asarray(slot.env_index)
             in_order = (
@@ -279,14 +372,11 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 and self.vec is not None
                 and (len(cols) == self.vec.num_agents)
             )
-            module = self.module[mid]
             self.modules[mid] = _Module(
                 slot,
                 BatchSpec.from_dict(spec.model_config["batch_spec"]),
-                module,
+                self.module[mid],
                 trained is None or mid in trained,
-                isinstance(spec.action_space, gym.spaces.Discrete),
-                module.get_exploration_action_dist_cls(),
                 None if in_order else cols,
             )
 
@@ -298,23 +388,6 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         assert self.vec is not None and self.module is not None
 
     # -- sampling -----------------------------------------------------------------------------
-
-    def _act(self, m: _Module, x: dict[str, np.ndarray], explore: bool, random_actions: bool):
-        """Actions, their log-probabilities and the distribution inputs for rows ``x``; the
-        module's hidden state moves on one step."""
-        with torch.no_grad():
-            inputs, m.state = m.module.step({k: torch.from_numpy(v) for k, v in x.items()}, m.state)
-            if random_actions:
-                inputs = torch.where(inputs > FLOAT_MIN, 0.0, inputs)  # uniform over legal
-            if m.discrete:
-                logp_all = torch.log_softmax(inputs, dim=-1)
-                actions = gumbel_max(logp_all) if explore else inputs.argmax(dim=-1)
-                logp = logp_all.gather(-1, actions[:, None])[:, 0]
-            else:
-                dist = m.dist_cls.from_logits(inputs)
-                actions = dist.sample() if explore else dist.to_deterministic().sample()
-                logp = dist.logp(actions)
-        return actions.numpy(), logp.numpy(), inputs.numpy()
 
     def sample(
         self,
@@ -330,38 +403,48 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         if num_episodes is not None:
             raise ValueError("VectorEnvRunner samples by timesteps; num_episodes is not supported")
         t0 = time.perf_counter()
-        roll = self._rollout(num_timesteps, explore, random_actions, force_reset)
+        roll = self.rollout(
+            num_timesteps, explore=explore, random_actions=random_actions, force_reset=force_reset
+        )
         episodes = []
         for mid, m in self.modules.items():
             if m.trained:
-                episodes += self._cut_episodes(
-                    m, roll.bufs[mid], roll.done, roll.term, roll.started
-                )
+                episodes += self._cut_episodes(m, roll.modules[mid], roll)
         self.metrics.log_value(TIME_TOTAL, time.perf_counter() - t0, reduce="sum")
         return episodes
 
-    def sample_arrays(self, explore: bool | None = None) -> ArrayRollout:
-        """Samples one rollout fragment like :meth:`sample` and returns it as flat training
-        batches, one per trained module, with GAE advantages and value targets computed here
-        in whole-array operations: the learner trains on them without building or reading an
-        episode. Advantages are standardised per module as RLlib's GAE connector does, but
-        over the real steps only (RLlib's statistics include one padding step per episode
-        chunk, which its loss then masks out).
-        Feed-forward modules only (recurrent ones need RLlib's sequence handling)."""
+    def sample_episodes(
+        self, num_timesteps: int | None = None, *, explore: bool = True, epsilon: float = 0.0
+    ) -> tuple[list[Episode], int]:
+        """Samples T steps of all B envs (as :meth:`rollout`) and returns the whole episodes
+        that ended in them (their earlier steps were sampled by earlier calls), and the env
+        steps sampled."""
         t0 = time.perf_counter()
-        roll = self._rollout(None, explore, False, False)
-        batches = {
-            mid: self._train_batch(m, roll.bufs[mid], roll.done, roll.term)
-            for mid, m in self.modules.items()
-            if m.trained
-        }
+        roll = self.rollout(num_timesteps, explore=explore, epsilon=epsilon)
+        if self._stitcher is None:
+            self._stitcher = EpisodeStitcher(self.num_envs)
+        episodes = self._stitcher.add(roll)
         self.metrics.log_value(TIME_TOTAL, time.perf_counter() - t0, reduce="sum")
-        T, B = roll.done.shape
-        return ArrayRollout(batches, T * B, T * B * self.vec.num_agents)
+        return episodes, roll.num_env_steps
 
-    def _rollout(self, num_timesteps, explore, random_actions, force_reset) -> _Rollout:
-        """Steps all B envs T times with the modules; the per-module buffers ``[T(+1), B*K]``
-        and the ``[T, B]`` done and terminated flags."""
+    def rollout(
+        self,
+        num_timesteps: int | None = None,
+        *,
+        explore: bool | None = None,
+        epsilon: float = 0.0,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> Rollout:
+        """Steps all B envs T times with the modules (T from ``num_timesteps`` or the rollout
+        fragment length), going on from where the last call ended.
+
+        Args:
+            explore: act as each module explores (sampling, epsilon-greedy) or greedily.
+            epsilon: the chance of a random legal action for epsilon-greedy modules.
+            random_actions: every module draws uniformly among the legal actions.
+            force_reset: reset every env first (episodes in progress are dropped).
+        """
         explore = self.config.explore if explore is None else explore
         vec, B = self.vec, self.num_envs
         T = (
@@ -373,19 +456,26 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             self._step = vec.reset()
             self._returns = np.zeros((B, vec.num_agents), np.float64)
             self._lengths = np.zeros(B, np.int64)
+            self._stitcher = None
             for m in self.modules.values():
                 m.state = m.module.initial_state_rows(B * m.agents_per_env)
         started = self._lengths.copy()  # steps each env's running episode had before this call
         step = self._step
-        bufs: dict[str, dict] = {}
+        bufs: dict[str, ModuleRollout] = {}
         for mid, m in self.modules.items():
             rows = B * m.agents_per_env
-            b = bufs[mid] = {"x": m.spec.buffers(T + 1, rows), "final": {}}
-            b["rew"] = np.empty((T, rows), np.float32)
+            b = bufs[mid] = ModuleRollout(
+                m.spec.buffers(T + 1, rows),
+                None,
+                np.empty((T, rows), np.float32),
+                None,
+                np.empty((T, rows), np.float32),
+                {},
+            )
             if m.state is not None:
-                b["h0"] = {k: v.numpy().copy() for k, v in m.state.items()}
-                b["h"] = {k: np.empty((T, *v.shape), np.float32) for k, v in m.state.items()}
-            m.write({k: v[0] for k, v in b["x"].items()}, step.obs, step.action_mask, step.state)
+                b.state0 = {k: v.numpy().copy() for k, v in m.state.items()}
+                b.states = {k: np.empty((T, *v.shape), np.float32) for k, v in m.state.items()}
+            m.write({k: v[0] for k, v in b.inputs.items()}, step.obs, step.action_mask, step.state)
         env_actions = {
             g.name: np.empty(
                 (B, g.num_agents, *(g.action_space.shape or ())),
@@ -395,41 +485,45 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         }
         done_buf = np.zeros((T, B), bool)
         term_buf = np.zeros((T, B), bool)
+        env_state = np.empty((T + 1, *step.state.shape), np.float32)
+        env_state[0] = step.state
+        final_state: dict[int, np.ndarray] = {}
         all_rewards = np.empty((T, B, vec.num_agents), np.float32)
         t_env = t_pol = 0.0
         for t in range(T):
             tp = time.perf_counter()
             for mid, m in self.modules.items():
                 b = bufs[mid]
-                actions, logp, dist_in = self._act(
-                    m, {k: v[t] for k, v in b["x"].items()}, explore, random_actions
-                )
-                if "act" not in b:
-                    b["act"] = np.empty((T, *actions.shape), actions.dtype)
-                    b["logp"] = np.empty((T, len(logp)), np.float32)
-                    b["dist"] = np.empty((T, *dist_in.shape), np.float32)
-                b["act"][t], b["logp"][t], b["dist"][t] = actions, logp, dist_in
+                x = {k: torch.from_numpy(v[t]) for k, v in b.inputs.items()}
+                acted = act(m.module, x, m.state, explore, epsilon=epsilon, uniform=random_actions)
+                m.state, actions = acted.state, acted.actions
+                if b.actions is None:
+                    b.actions = np.empty((T, *actions.shape), actions.dtype)
+                    b.outputs = np.empty((T, *acted.outputs.shape), np.float32)
+                b.actions[t], b.logp[t], b.outputs[t] = actions, acted.logp, acted.outputs
                 if m.state is not None:
                     for k, v in m.state.items():
-                        b["h"][k][t] = v.numpy()
-                per_env = actions.reshape(B, m.agents_per_env, *actions.shape[1:])
-                k0 = 0
-                for group, idx in m.slot.members:
-                    env_actions[group][:, list(idx)] = per_env[:, k0 : k0 + len(idx)]
-                    k0 += len(idx)
+                        b.states[k][t] = v.numpy()
+                m.slot.scatter(
+                    actions.reshape(B, m.agents_per_env, *actions.shape[1:]), env_actions
+                )
             te = time.perf_counter()
             step = vec.step(env_actions)
             t_env += time.perf_counter() - te
             t_pol += te - tp
             all_rewards[t] = step.rewards
+            env_state[t + 1] = step.state
             done = step.terminated | step.truncated
             ended = np.flatnonzero(done) if done.any() else None
             for mid, m in self.modules.items():
                 b = bufs[mid]
                 rew = step.rewards if m.reward_cols is None else step.rewards[:, m.reward_cols]
-                b["rew"][t] = rew.reshape(-1)
+                b.rewards[t] = rew.reshape(-1)
                 m.write(
-                    {k: v[t + 1] for k, v in b["x"].items()}, step.obs, step.action_mask, step.state
+                    {k: v[t + 1] for k, v in b.inputs.items()},
+                    step.obs,
+                    step.action_mask,
+                    step.state,
                 )
                 if ended is not None:
                     K = m.agents_per_env
@@ -441,13 +535,14 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                         {g: a[ended] for g, a in step.action_mask.items()},
                         step.final_state[ended],
                     )
-                    b["final"][t] = final
+                    b.final[t] = final
                     if m.state is not None:  # a new episode starts from the initial state
                         rows = (ended[:, None] * K + np.arange(K)).reshape(-1)
                         for v in m.state.values():
                             v[rows] = 0.0
             if ended is not None:
                 done_buf[t], term_buf[t] = done, step.terminated
+                final_state[t] = step.final_state[ended].copy()
                 for key, values in (step.info or {}).items():
                     if key == "battle_won":
                         self._wins.extend(values[ended].tolist())
@@ -458,63 +553,15 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         self._log_sampled(T * B, all_rewards, done_buf)
         self.metrics.log_value(TIME_ENV, t_env, reduce="sum")
         self.metrics.log_value(TIME_POLICY, t_pol, reduce="sum")
-        return _Rollout(bufs, done_buf, term_buf, started)
+        return Rollout(bufs, done_buf, term_buf, started, env_state, final_state, all_rewards)
 
-    def _train_batch(self, m: _Module, b: dict, done: np.ndarray, term: np.ndarray) -> dict:
-        """One module's rollout as a flat PPO training batch (rows time-major)."""
-        T, B = done.shape
-        K = m.agents_per_env
-        R = B * K
-        x = b["x"]
-        values = self._values(m, {k: v.reshape((T + 1) * R, *v.shape[2:]) for k, v in x.items()})
-        values = values.reshape(T + 1, R)
-        following = values[1:].copy()  # the value after each step, within the episode
-        if b["final"]:  # where an episode ended: 0 if terminated, else its last obs's value
-            ts = sorted(b["final"])
-            finals = {
-                k: np.concatenate(
-                    [b["final"][t][k].reshape(-1, *b["final"][t][k].shape[2:]) for t in ts]
-                )
-                for k in x
-            }
-            v_final, at = self._values(m, finals), 0
-            for t in ts:
-                ended = np.flatnonzero(done[t])
-                rows = (ended[:, None] * K + np.arange(K)).reshape(-1)
-                boot = v_final[at : at + len(rows)]
-                at += len(rows)
-                following[t, rows] = np.where(np.repeat(term[t, ended], K), 0.0, boot)
-        gamma, lam = self.config.gamma, self.config.lambda_
-        delta = b["rew"] + gamma * following - values[:T]
-        carry = 1.0 - np.repeat(done, K, axis=1).astype(np.float32)  # no credit across episodes
-        adv = np.empty((T, R), np.float32)
-        last = np.zeros(R, np.float32)
-        for t in range(T - 1, -1, -1):
-            last = delta[t] + gamma * lam * carry[t] * last
-            adv[t] = last
-        targets = adv + values[:T]
-        adv = (adv - adv.mean()) / max(float(adv.std()), 1e-4)
-        return {
-            Columns.OBS: {k: v[:T].reshape(T * R, *v.shape[2:]) for k, v in x.items()},
-            Columns.ACTIONS: b["act"].reshape(T * R, *b["act"].shape[2:]),
-            Columns.ACTION_LOGP: b["logp"].reshape(T * R),
-            Columns.ACTION_DIST_INPUTS: b["dist"].reshape(T * R, *b["dist"].shape[2:]),
-            Postprocessing.ADVANTAGES: adv.reshape(T * R),
-            Postprocessing.VALUE_TARGETS: targets.astype(np.float32).reshape(T * R),
-        }
-
-    @staticmethod
-    def _values(m: _Module, rows: dict[str, np.ndarray]) -> np.ndarray:
-        with torch.no_grad():
-            obs = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}
-            return m.module.compute_values({Columns.OBS: obs}).numpy()
-
-    def _cut_episodes(self, m: _Module, b: dict, done, term, started) -> list:
+    def _cut_episodes(self, m: _Module, b: ModuleRollout, roll: Rollout) -> list:
         """Cuts one module's ``[T, B*K]`` rollout into one chunk per agent and episode."""
+        done, term, started = roll.done, roll.terminated, roll.started
         T, B = done.shape
         K = m.agents_per_env
-        x, final = b["x"], b["final"]
-        recurrent = "h" in b
+        x, final = b.inputs, b.final
+        recurrent = b.states is not None
         episodes = []
         ends_of = defaultdict(list)  # env -> [(t, position among the envs ended at t)]
         for t in sorted(final):
@@ -539,21 +586,21 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                     state_out = t_started = None
                     if recurrent:
                         before = {
-                            key: (b["h0"][key][r] if start == 0 else np.zeros_like(b["h0"][key][r]))
-                            for key in b["h"]
+                            key: b.state0[key][r] if start == 0 else 0 * b.state0[key][r]
+                            for key in b.states
                         }
                         state_out = {
                             key: np.concatenate([before[key][None], h[start : end + 1, r]])
-                            for key, h in b["h"].items()
+                            for key, h in b.states.items()
                         }
                     t_started = int(started[env]) if start == 0 else 0
                     episodes.append(
                         self._episode_factory(
                             obs,
-                            b["act"][start : end + 1, r],
-                            b["rew"][start : end + 1, r],
-                            b["logp"][start : end + 1, r],
-                            b["dist"][start : end + 1, r],
+                            b.actions[start : end + 1, r],
+                            b.rewards[start : end + 1, r],
+                            b.logp[start : end + 1, r],
+                            b.outputs[start : end + 1, r],
                             terminated=k is not None and bool(term[end, env]),
                             truncated=k is not None and not term[end, env],
                             agent_id=m.slot.agents[j],
@@ -651,22 +698,6 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
 
 def slot_from_config(module_id: str, spec) -> ModuleSlot:
     """A module's :class:`ModuleSlot`, as the algorithm stored it in its ``model_config``."""
-    s = spec.model_config["slot"]
-    return ModuleSlot(
-        module_id,
-        tuple((g, tuple(idx)) for g, idx in s["members"]),
-        tuple(s["agents"]),
-        tuple(s["env_index"]),
-        spec.observation_space,
-        spec.action_space,
-        bool(s["masked"]),
+    return slot_from_dict(
+        module_id, spec.model_config["slot"], spec.observation_space, spec.action_space
     )
-
-
-def slot_to_config(slot: ModuleSlot) -> dict:
-    return {
-        "members": [[g, list(idx)] for g, idx in slot.members],
-        "agents": list(slot.agents),
-        "env_index": list(slot.env_index),
-        "masked": slot.masked,
-    }

@@ -1,9 +1,10 @@
 """Typed configuration of a training run, filled from defaults, YAML and ``--set key=value``.
 
 ``--set`` keys are the fields of :class:`TrainConfig` (``checkpoint_every=5``), of the chosen
-algorithm's settings dataclass (``lr=3e-4``; also spelled ``mappo.lr=3e-4``), of its network
-(``model.hidden=[128,128]``, ``model.recurrent=true``) and the env's own arguments prefixed by
-``env.`` (``env.max_cycles=50``). An unknown key or a value of the wrong type is a
+algorithm's settings dataclass (``lr=3e-4``; also spelled ``mappo.lr=3e-4``), of any nested
+group of its settings by a dotted path (``model.hidden=[128,128]``, ``model.recurrent=true``,
+``hyper.embedding_dim=8``) and the env's own arguments prefixed by ``env.``
+(``env.max_cycles=50``). An unknown key or a value of the wrong type is a
 :class:`ConfigError` that names what is allowed.
 
 In YAML the algorithm's settings sit under the algorithm's name::
@@ -160,9 +161,20 @@ _TOP = ("settings", "env_args", "algo")
 
 def _allowed_keys(cfg: TrainConfig) -> list[str]:
     top = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in _TOP]
-    own = [f.name for f in dataclasses.fields(cfg.settings) if f.name != "model"]
-    model = [f"model.{f.name}" for f in dataclasses.fields(cfg.settings.model)]
-    return top + own + model + ["env.<argument>"]
+    return top + _setting_keys(cfg.settings) + ["env.<argument>"]
+
+
+def _setting_keys(settings: Any, prefix: str = "") -> list[str]:
+    """Every settable key of a settings dataclass: its fields, then each nested group's as
+    ``group.key`` (``model.hidden``, ``hyper.embedding_dim``)."""
+    own, nested = [], []
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if dataclasses.is_dataclass(value):
+            nested += _setting_keys(value, f"{prefix}{f.name}.")
+        else:
+            own.append(f"{prefix}{f.name}")
+    return own + nested
 
 
 def _coerce(name: str, annotation: Any, value: Any) -> Any:
@@ -223,8 +235,8 @@ def set_field(target: Any, key: str, value: Any) -> None:
 
 
 def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
-    """Sets ``key`` (a TrainConfig, settings, ``model.`` or ``env.`` key) to ``value``,
-    type-checked."""
+    """Sets ``key`` (a TrainConfig or settings key, a key of a nested group of settings as
+    ``group.key``, or ``env.NAME``) to ``value``, type-checked."""
     if key.startswith("env."):
         cfg.env_args[key[4:]] = value
         return
@@ -237,14 +249,25 @@ def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
     head, dot, rest = key.partition(".")
     if dot and head == cfg.algo:
         key = rest
-        head, dot, rest = key.partition(".")
-    if dot and head == "model":
-        if _set_field(cfg.settings.model, rest, value, "model."):
-            return
-    elif not dot and key != "settings":
-        if _set_field(cfg, key, value, "") or _set_field(cfg.settings, key, value, ""):
-            return
+    *groups, leaf = key.split(".")
+    if not groups and key != "settings" and _set_field(cfg, key, value, ""):
+        return
+    target, label = cfg.settings, ""
+    for group in groups:  # a nested group of settings (model., hyper., ...)
+        inner = getattr(target, group, None) if group in _field_names(target) else None
+        if not dataclasses.is_dataclass(inner):
+            target = None
+            break
+        target, label = inner, f"{label}{group}."
+    if target is not None and _set_field(target, leaf, value, label):
+        return
     raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(_allowed_keys(cfg))}")
+
+
+def _field_names(target: Any) -> set[str]:
+    return (
+        {f.name for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else set()
+    )
 
 
 def parse_overrides(pairs: list[str]) -> list[tuple[str, Any]]:

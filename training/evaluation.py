@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from policies import algorithm as algorithms
 from training.checkpoints import (
     RunError,
     latest_checkpoint,
@@ -132,8 +133,6 @@ def random_actor(env_id: str, env_args: dict, seed: int):
 def module_specs(run: str | Path):
     """The ``MultiRLModuleSpec`` of ``run``'s modules, from its ``config.yaml`` and its env's
     spaces (this builds the env once)."""
-    from policies import algorithm as algorithms
-
     cfg = load_config(Path(run))
     return algorithms.get(cfg.algo).modules(
         cfg.env, cfg.settings, env_config=cfg.env_args, sharing=cfg.policies
@@ -174,8 +173,9 @@ def evaluate(
         raise ConfigError(f"--episodes must be positive, got {episodes}")
     ckpt = latest_checkpoint(run)
     cfg = load_config(run)
-    if is_text_agent(cfg.algo):
-        return evaluate_text_agent(run, ckpt, cfg, episodes, real_episodes)
+    info = algorithms.get(cfg.algo)
+    if info.evaluate is not None:
+        return _evaluate_by_algorithm(info, run, ckpt, cfg, episodes, real_episodes)
     policy = load_policy(run, ckpt)
     random_modules = list(random_modules or [])
     unknown = sorted(set(random_modules) - set(policy.modules))
@@ -206,29 +206,17 @@ def evaluate(
     return summary
 
 
-def is_text_agent(algo: str) -> bool:
-    """Whether ``algo`` trains a language-model agent (text in, text out)."""
-    from policies import algorithm as algorithms
-
-    return algorithms.get(algo).capabilities.obs_kinds == {"text"}
-
-
-def evaluate_text_agent(run: Path, ckpt: Path, cfg, episodes: int, real_episodes: int) -> dict:
-    """A language-model agent's held-out report (``policies.lm.evaluation``), with the FLOPs
-    its run spent; written to ``eval.json``."""
-    from policies.lm.algorithm import training_tasks
-    from policies.lm.evaluation import held_out_report, load_student
-    from policies.lm.module import MODULE_ID
+def _evaluate_by_algorithm(info, run: Path, ckpt: Path, cfg, episodes: int, real: int) -> dict:
+    """The report of an algorithm that scores its runs itself (a language model's held-out
+    pages), with the FLOPs its run spent; written to ``eval.json``."""
+    from policies.inference import WEIGHTS_DIR
 
     verify_weights(ckpt)
-    spec = module_specs(run).rl_module_specs[MODULE_ID]
-    student = load_student(spec, ckpt / "weights" / f"{MODULE_ID}.pt")
-    report = held_out_report(
-        student, training_tasks(cfg.env, cfg.settings), episodes, real_episodes
+    report = info.evaluate(
+        module_specs(run), ckpt / WEIGHTS_DIR, cfg.env, cfg.settings, episodes, real
     )
     rows = read_metrics(run / "metrics.csv", 10**12)
     flops = float(rows[-1]["flops_total"]) if rows and rows[-1].get("flops_total") else None
-    twin = report["twin"]
     summary = {
         "run": str(run),
         "env": cfg.env,
@@ -236,12 +224,6 @@ def evaluate_text_agent(run: Path, ckpt: Path, cfg, episodes: int, real_episodes
         "greedy": True,
         "episodes": episodes,
         "flops_total": flops,
-        "student_params": student.params,
-        "success_mean": twin["train_mean"],
-        "return_mean": twin["train_mean"],
-        "return_std": 0.0,
-        "win_rate": None,
-        "per_group_return_mean": {},
         **report,
     }
     summary["path"] = str(run / "eval.json")

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 import envs
+from policies.algorithm import PPO_LOSSES
 from training.checkpoints import (
     RunError,
     load_config,
@@ -33,7 +34,8 @@ from training.checkpoints import (
 from training.config import TrainConfig
 
 DEFAULT_TIMESTEPS = 200_000
-# Per module, after these: "<module>/return", "<module>/policy_loss", ... (MODULE_COLUMNS).
+# Per module, after these: "<module>/return" and "<module>/<loss>" for each of the
+# algorithm's learner metrics (``AlgorithmInfo.losses``: PPO's policy_loss, vf_loss, entropy).
 METRIC_COLUMNS = [
     "iteration",
     "env_steps",
@@ -46,12 +48,14 @@ METRIC_COLUMNS = [
     "env_steps_per_s",
 ]
 
-MODULE_COLUMNS = ["return", "policy_loss", "vf_loss", "entropy"]
 
-
-def columns_for(modules: list[str], extra: Sequence[str] = ()) -> list[str]:
-    """metrics.csv's columns for a run with ``modules`` (and an algorithm's ``extra``)."""
-    return METRIC_COLUMNS + list(extra) + [f"{m}/{c}" for m in modules for c in MODULE_COLUMNS]
+def columns_for(
+    modules: list[str], extra: Sequence[str] = (), losses: Sequence[str] = PPO_LOSSES
+) -> list[str]:
+    """metrics.csv's columns for a run with ``modules``, an algorithm's ``extra`` columns and
+    its per-module learner metrics ``losses``."""
+    per_module = ["return", *losses]
+    return METRIC_COLUMNS + list(extra) + [f"{m}/{c}" for m in modules for c in per_module]
 
 
 def _num(x: Any) -> float:
@@ -72,7 +76,12 @@ def learner_scalars(result: dict) -> dict[str, dict[str, float]]:
 
 
 def metrics_row(
-    result: dict, it: int, elapsed: float, modules: list[str], extra: Sequence[str] = ()
+    result: dict,
+    it: int,
+    elapsed: float,
+    modules: list[str],
+    extra: Sequence[str] = (),
+    losses: Sequence[str] = PPO_LOSSES,
 ) -> dict[str, float]:
     er = result.get("env_runners", {})
     timers = result.get("timers", {})
@@ -94,7 +103,7 @@ def metrics_row(
     learned = learner_scalars(result)
     for mid in modules:
         row[f"{mid}/return"] = _num(returns.get(mid))
-        for key in MODULE_COLUMNS[1:]:
+        for key in losses:
             row[f"{mid}/{key}"] = _num(learned.get(mid, {}).get(key))
     return row
 
@@ -171,6 +180,7 @@ class Run:
             cfg.iterations = info.default_iterations
         self.target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
         self.extra_metrics = info.metrics + tuple(f"episode_{f}" for f in envs.facts(cfg.env))
+        self.losses = info.losses
         algo_config = info.build(  # checks algorithm x env before Ray starts
             cfg.env,
             cfg.settings,
@@ -207,7 +217,7 @@ class Run:
             elapsed = _num(rows[-1].get("time_s")) if rows else 0.0
             self._t0 = time.perf_counter() - (elapsed if math.isfinite(elapsed) else 0.0)
             self._faults = FaultWatch(self.algo, self.console)
-            self._nans = NanWatch([m for m in self.modules if m not in cfg.frozen])
+            self._nans = NanWatch([m for m in self.modules if m not in cfg.frozen], self.losses)
             self._saved = self.iteration if checkpoint else -1
             for cb in self.callbacks:
                 cb.on_open(self)
@@ -277,6 +287,7 @@ class Run:
             time.perf_counter() - self._t0,
             self.modules,
             self.extra_metrics,
+            self.losses,
         )
         learner = learner_scalars(result)
         self._nans.check(learner, self.dir)
@@ -324,7 +335,7 @@ class CsvLog(Callback):
 
     def on_open(self, run: Run) -> None:
         self.path = run.dir / "metrics.csv"
-        self.columns = columns_for(run.modules, run.extra_metrics)
+        self.columns = columns_for(run.modules, run.extra_metrics, run.losses)
         rows = read_metrics(self.path, run.iteration) if run.iteration else []
         lines = [",".join(self.columns)]
         lines += [",".join(str(r.get(c) or "") for c in self.columns) for r in rows]
@@ -467,21 +478,22 @@ def check_fits(cfg: TrainConfig, resources: dict) -> None:
 
 
 class NanWatch:
-    """Stops a run whose trained modules' losses have not been finite for ``PATIENCE``
-    iterations in a row (it would only write NaN weights from then on)."""
+    """Stops a run where any of its algorithm's learner metrics (``losses``) of a trained
+    module has not been finite for ``PATIENCE`` iterations in a row (it would only write NaN
+    weights from then on)."""
 
     PATIENCE = 3
 
-    def __init__(self, trained: list[str]):
-        self.trained, self.bad = trained, 0
+    def __init__(self, trained: list[str], losses: Sequence[str] = PPO_LOSSES):
+        self.trained, self.losses, self.bad = trained, tuple(losses), 0
 
     def check(self, learner: dict[str, dict[str, float]], run: Path) -> None:
-        # A module that has not been updated yet (GRPO whose groups all had equal rewards)
-        # reports no loss at all: that is no divergence.
-        losses = [
-            learner[m]["policy_loss"] for m in self.trained if "policy_loss" in learner.get(m, {})
+        # A module that has not been updated yet (GRPO whose groups all had equal rewards, a
+        # Q-learner whose replay is still filling) reports no loss at all: no divergence.
+        values = [
+            learner[m][k] for m in self.trained for k in self.losses if k in learner.get(m, {})
         ]
-        self.bad = self.bad + 1 if losses and not any(map(math.isfinite, losses)) else 0
+        self.bad = self.bad + 1 if values and not all(map(math.isfinite, values)) else 0
         if self.bad >= self.PATIENCE:
             raise RunError(
                 f"losses were not finite for {self.PATIENCE} iterations (a learning rate too "

@@ -12,10 +12,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
-from policies.algorithm import AlgorithmInfo, Capabilities
-from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
-from policies.lm.turns import scripted_traces
+import numpy as np
+
+from policies.algorithm import AlgorithmInfo, AlgorithmMismatch
+from policies.lm.algorithm import (
+    LM_LOSSES,
+    LM_METRICS,
+    TEXT_AGENT,
+    LMAlgorithm,
+    LMSettings,
+    configure_lm,
+    declare_lm,
+    training_tasks,
+)
+from policies.lm.evaluation import evaluate_text_agent
+from policies.lm.student import forward_flops
+from policies.lm.turns import read_traces, scripted_traces, stream_indices, teacher_share
 
 
 @dataclass
@@ -46,38 +60,71 @@ class BCSettings(LMSettings):
         return bad
 
 
-def build(env_id: str, settings: BCSettings, **options):
-    settings.validate()
+class BCAlgorithm(LMAlgorithm):
+    """Behaviour cloning: each iteration the next ``batch_size`` turns of the run's stream
+    over the traces (``policies.lm.turns.stream_indices``), the teacher charged for the share
+    of the traces drawn so far."""
+
+    MODE = "bc"
+
+    def setup(self, config) -> None:
+        super().setup(config)
+        s = self.config.learner_config_dict
+        student = self._student()
+        steps, total = read_traces(Path(s["traces"]), s["successes_only"])
+        if not steps:
+            raise AlgorithmMismatch(f"{s['traces']}: no successful trace steps to clone")
+        self.trace_turns = [
+            {"prompt": student.prompt(r["observation"], r["history"]),
+             "answer": student.answer(r["action"])}
+            for r in steps
+        ]  # fmt: skip
+        # The teacher read every prompt and wrote every answer of every trace, failed ones
+        # included: charged at its size, as BC uses the traces (``turns``).
+        all_steps, _ = read_traces(Path(s["traces"]), successes_only=False)
+        self.teacher_flops = forward_flops(
+            s["teacher_params"],
+            sum(
+                len(student.prompt(r["observation"], r["history"]))
+                + len(student.answer(r["action"]))
+                for r in all_steps
+            ),
+        )
+        self.trace_steps = total
+
+    def turns(self, s: dict) -> tuple[list[dict], int, dict]:
+        n, seed = s["batch_size"], int(self.config.seed or 0)
+        index = stream_indices(len(self.trace_turns), seed, self._drawn, n)
+        picked = [self.trace_turns[i] for i in index]
+        self._drawn += len(picked)
+        self.counters["flops_teacher"] = self.teacher_flops * teacher_share(
+            self._drawn, len(self.trace_turns)
+        )
+        return picked, n, {"answer_tokens": float(np.mean([len(t["answer"]) for t in picked]))}
+
+
+def declare(env_id: str, settings: BCSettings, opts):
+    return declare_lm(env_id, settings, opts, 1.0)
+
+
+def configure(env_id: str, settings: BCSettings, modules, opts):
     traces = settings.traces
     if not traces:
         traces = str(scripted_traces(
             training_tasks(env_id, settings), settings.trace_episodes, settings.teacher_error_rate
         ))  # fmt: skip
-    learner = {
-        "mode": "bc",
-        "traces": traces,
-        "successes_only": settings.successes_only,
-        "teacher_params": settings.teacher_params,
-        "batch_size": settings.batch_size,
-        "temperature": 1.0,
-    }
-    return build_lm(env_id, settings, learner, **options)
-
-
-def modules(env_id: str, settings: BCSettings, **options):
-    training_tasks(env_id, settings)
-    return module_spec(settings, 0, 1.0)
+    return configure_lm(BCAlgorithm, env_id, settings, modules, opts, traces=traces)
 
 
 ALGORITHM = AlgorithmInfo(
     name="bc",
     description="behaviour cloning of a language-model student on teacher traces (web)",
     settings=BCSettings,
-    capabilities=Capabilities(
-        action_kinds=frozenset({"text"}), obs_kinds=frozenset({"text"}), recurrent=False
-    ),
-    build=build,
-    modules=modules,
+    capabilities=TEXT_AGENT,
+    declare=declare,
+    configure=configure,
     metrics=LM_METRICS,
+    losses=LM_LOSSES,
     default_iterations=100,
+    evaluate=evaluate_text_agent,
 )

@@ -15,8 +15,23 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from policies.algorithm import AlgorithmInfo, Capabilities
-from policies.lm.algorithm import LM_METRICS, LMSettings, build_lm, module_spec, training_tasks
+from ray.rllib.utils.metrics import ENV_RUNNER_SAMPLING_TIMER, TIMERS
+
+from policies.algorithm import AlgorithmInfo, AlgorithmMismatch
+from policies.lm.algorithm import (
+    LM_LOSSES,
+    LM_METRICS,
+    TEXT_AGENT,
+    LMAlgorithm,
+    LMSettings,
+    configure_lm,
+    declare_lm,
+    load_init,
+)
+from policies.lm.evaluation import evaluate_text_agent
+from policies.lm.module import MODULE_ID
+from policies.lm.student import forward_flops
+from policies.lm.turns import grpo_turns
 
 
 @dataclass
@@ -86,15 +101,16 @@ class GRPOSettings(LMSettings):
         return bad
 
 
-def adopt_init_model(settings: GRPOSettings) -> None:
+def adopt_init_model(env_id: str, settings: GRPOSettings) -> GRPOSettings:
     """A run started from ``init`` trains that run's student: its model settings replace
     these (an unreadable init run is an error naming it)."""
     import yaml
 
-    from policies.algorithm import AlgorithmMismatch
     from policies.lm.algorithm import init_source
     from policies.lm.student import StudentSettings
 
+    if not settings.init:
+        return settings
     init = Path(settings.init)
     run_dir = init.parent.parent if init.parent.name == "checkpoints" else init
     path = run_dir / "config.yaml"
@@ -107,48 +123,68 @@ def adopt_init_model(settings: GRPOSettings) -> None:
             f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"
         ) from None
     init_source(settings.init)  # and it has that checkpoint
+    return settings
 
 
-def build(env_id: str, settings: GRPOSettings, **options):
-    if settings.init:
-        adopt_init_model(settings)
-    learner = {
-        "mode": "grpo",
-        "init": settings.init,
-        "group_size": settings.group_size,
-        "groups_per_iteration": settings.groups_per_iteration,
-        "temperature": settings.temperature,
-        "std_normalise": settings.std_normalise,
-        "filter_zero_std": settings.filter_zero_std,
-        "clip": settings.clip,
-        "eps_low": settings.eps_low,
-        "eps_high": settings.eps_high,
-        "beta": settings.beta,
-        "discount": settings.discount,
-        "mask_truncated": settings.mask_truncated,
-        "minibatch_size": settings.minibatch_size,
-        "epochs": settings.epochs,
-        "backend": settings.backend,
-        "browsers": settings.browsers,
-        "curriculum": settings.curriculum,
-    }
-    return build_lm(env_id, settings, learner, **options)
+class GRPOAlgorithm(LMAlgorithm):
+    """GRPO: each iteration the EnvRunners play ``groups_per_iteration`` groups of
+    ``group_size`` attempts; their turns carry group-relative advantages."""
+
+    MODE = "grpo"
+
+    def setup(self, config) -> None:
+        super().setup(config)
+        s = self.config.learner_config_dict
+        if s.get("init"):
+            state, flops = load_init(s["init"], self._student().model.state_dict())
+            weights = {MODULE_ID: {f"lm.{k}": v for k, v in state.items()}}
+            self.learner_group.set_weights(weights)
+            self.learner_group.foreach_learner(lambda learner: learner.snapshot_reference())
+            self._sync()
+            self.counters["flops_init"] = flops
+
+    def turns(self, s: dict) -> tuple[list[dict], int, dict]:
+        group = self.env_runner_group
+        G, groups, T = s["group_size"], s["groups_per_iteration"], s["temperature"]
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            if group.num_remote_env_runners() == 0:
+                parts = [group.local_env_runner.sample_groups(groups, G, T)]
+            else:
+                k = group.num_remote_env_runners()
+                per = -(-groups // k)
+                parts = group.foreach_env_runner(
+                    lambda r: r.sample_groups(per, G, T), local_env_runner=False
+                )
+        episodes = []
+        for i, part in enumerate(parts):  # group ids unique across runners
+            episodes += [{**e, "group": (i, e["group"])} for e in part]
+        if not episodes:
+            return [], 0, {}
+        turns, stats = grpo_turns(episodes, s)
+        self.counters["flops_sampling"] += forward_flops(
+            self.params, sum(e["tokens"] for e in episodes)
+        )
+        return turns, sum(e["length"] for e in episodes), stats
 
 
-def modules(env_id: str, settings: GRPOSettings, **options):
-    training_tasks(env_id, settings)
-    return module_spec(settings, 0, settings.temperature)
+def declare(env_id: str, settings: GRPOSettings, opts):
+    return declare_lm(env_id, settings, opts, settings.temperature)
+
+
+def configure(env_id: str, settings: GRPOSettings, modules, opts):
+    return configure_lm(GRPOAlgorithm, env_id, settings, modules, opts)
 
 
 ALGORITHM = AlgorithmInfo(
     name="grpo",
     description="GRPO for a language-model student on web tasks (from a BC run with --init)",
     settings=GRPOSettings,
-    capabilities=Capabilities(
-        action_kinds=frozenset({"text"}), obs_kinds=frozenset({"text"}), recurrent=False
-    ),
-    build=build,
-    modules=modules,
+    capabilities=TEXT_AGENT,
+    prepare=adopt_init_model,
+    declare=declare,
+    configure=configure,
     metrics=LM_METRICS,
+    losses=LM_LOSSES,
     default_iterations=20,
+    evaluate=evaluate_text_agent,
 )

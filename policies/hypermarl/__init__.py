@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import METRICS
 from policies.hypermarl.module import HyperActorCritic, HyperSettings
-from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo import PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 
@@ -37,39 +37,32 @@ class HyperMARLSettings(PPOSettings):
         super().validate()
 
 
-def _options(info: AlgorithmInfo, settings: HyperMARLSettings, options: dict) -> dict:
-    sharing = options.get("sharing", "auto")
-    if sharing not in ("auto", "shared"):
-        raise AlgorithmMismatch(
-            f"{info.name} generates every agent's weights in one module: use --policies shared "
-            f"(or auto), not {sharing}"
-        )
-    extra = {"hyper": dataclasses.asdict(settings.hyper)}
-    return {**options, "module_class": HyperActorCritic, "extra_config": extra}
-
-
 def algorithm(name: str, centralised_critic: bool) -> AlgorithmInfo:
     """The ``AlgorithmInfo`` of hypermarl-ippo or hypermarl-mappo."""
 
-    def build(env_id: str, settings: HyperMARLSettings, **options):
-        options = _options(info, settings, options)
-        return build_ppo(info, env_id, settings, centralised_critic=centralised_critic, **options)
-
-    def modules(env_id: str, settings: HyperMARLSettings, **options):
-        options = _options(info, settings, options)
-        return module_specs(
-            info, env_id, settings, centralised_critic=centralised_critic, **options
+    def declare(env_id: str, settings: HyperMARLSettings, opts):
+        if opts.sharing not in ("auto", "shared"):
+            raise AlgorithmMismatch(
+                f"{name} generates every agent's weights in one module: use --policies shared "
+                f"(or auto), not {opts.sharing}"
+            )
+        return declare_ppo(
+            env_id,
+            settings,
+            opts,
+            centralised_critic=centralised_critic,
+            module_class=HyperActorCritic,
+            extra_config={"hyper": dataclasses.asdict(settings.hyper)},
         )
 
     critic = "per-agent critics on the global state" if centralised_critic else "on the agent's observation"  # fmt: skip
-    info = AlgorithmInfo(
+    return AlgorithmInfo(
         name=name,
         description=f"hypernetwork-generated per-agent actors and critics ({critic})",
         settings=HyperMARLSettings,
         capabilities=Capabilities(groups=False, needs_state=centralised_critic),
-        build=build,
-        modules=modules,
+        declare=declare,
+        configure=configure_ppo,
         metrics=METRICS,
         warm_start=warm_start,
     )
-    return info

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, Capabilities
 from policies.diversity import METRICS
-from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo import PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 
@@ -20,12 +20,8 @@ class IPPOSettings(PPOSettings):
     """IPPO's settings: PPO's (see :class:`policies.ppo.PPOSettings`)."""
 
 
-def build(env_id: str, settings: IPPOSettings, **options):
-    return build_ppo(ALGORITHM, env_id, settings, centralised_critic=False, **options)
-
-
-def modules(env_id: str, settings: PPOSettings, **options):
-    return module_specs(ALGORITHM, env_id, settings, centralised_critic=False, **options)
+def declare(env_id: str, settings: IPPOSettings, opts):
+    return declare_ppo(env_id, settings, opts, centralised_critic=False)
 
 
 ALGORITHM = AlgorithmInfo(
@@ -33,8 +29,8 @@ ALGORITHM = AlgorithmInfo(
     description="independent PPO, the critic on the agent's own observation",
     settings=IPPOSettings,
     capabilities=Capabilities(),
-    build=build,
-    modules=modules,
+    declare=declare,
+    configure=configure_ppo,
     metrics=METRICS,
     warm_start=warm_start,
 )

@@ -1,8 +1,8 @@
-"""Behaviour cloning and GRPO of a language-model student as one RLlib Algorithm (new API
-stack): ``training_step`` either takes a minibatch of teacher-trace turns (``bc``) or has the
-EnvRunners play groups of attempts and turns them into group-relative advantages
-(``grpo``); the :class:`policies.lm.learner.LMLearner` updates the student; weights go back
-to the runners. Every stage adds its FLOPs to the run's counters (``policies.lm.student``):
+"""What behaviour cloning and GRPO of a language-model student share, as an RLlib Algorithm
+(new API stack): :class:`LMAlgorithm`'s ``training_step`` takes the iteration's turns from its
+subclass (teacher-trace turns in ``policies.bc``; groups of attempts the EnvRunners play, with
+group-relative advantages, in ``policies.grpo``); the :class:`policies.lm.learner.LMLearner`
+updates the student; weights go back to the runners. Every stage adds its FLOPs to the run's counters (``policies.lm.student``):
 teacher inference for the traces, student sampling, student training, and for a GRPO run
 started from a BC run (``init``) that run's total.
 """
@@ -24,7 +24,6 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.metrics import (
     ALL_MODULES,
     ENV_RUNNER_RESULTS,
-    ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED,
@@ -32,18 +31,14 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from policies.algorithm import AlgorithmMismatch
+from policies.algorithm import AlgorithmMismatch, Capabilities
 from policies.lm.learner import LMLearner
 from policies.lm.module import MODULE_ID, LMModule
 from policies.lm.objective import AGGREGATIONS
 from policies.lm.play import TRAIN_SEEDS
 from policies.lm.runner import TextEnvRunner
-from policies.lm.student import StudentSettings, forward_flops, train_flops
+from policies.lm.student import StudentSettings, train_flops
 from policies.lm.turns import (
-    grpo_turns,
-    read_traces,
-    stream_indices,
-    teacher_share,
     turn_batch,
 )
 
@@ -60,6 +55,12 @@ LM_METRICS = (
     "answer_tokens",
 )
 """What the LM algorithms add to ``metrics.csv`` (``result["arena"]``)."""
+LM_LOSSES = ("policy_loss", "entropy")
+"""The LM learner's metrics, a column per module (``policies.lm.objective``)."""
+TEXT_AGENT = Capabilities(
+    action_kinds=frozenset({"text"}), obs_kinds=frozenset({"text"}), recurrent=False
+)
+"""What a language-model student trains: text pages in, text answers out."""
 
 
 @dataclass
@@ -138,7 +139,7 @@ def module_spec(settings: LMSettings, seed: int, temperature: float) -> MultiRLM
 
 class LMConfig(AlgorithmConfig):
     def __init__(self, algo_class=None):
-        super().__init__(algo_class=algo_class or LMAlgorithm)
+        super().__init__(algo_class=algo_class)
 
     def get_default_learner_class(self):
         return LMLearner
@@ -147,57 +148,50 @@ class LMConfig(AlgorithmConfig):
         return RLModuleSpec(module_class=LMModule)
 
 
-def build_lm(
-    env_id: str,
-    settings: LMSettings,
-    learner: dict,
-    *,
-    env_config: dict | None = None,
-    num_env_runners: int = 0,
-    seed: int | None = 0,
-    sharing: str = "auto",
-    frozen: tuple[str, ...] = (),
-    learners: int = 0,
-    gpus_per_learner: float = 0.0,
+def declare_lm(env_id: str, settings: LMSettings, opts, temperature: float) -> MultiRLModuleSpec:
+    """The student's module spec, after checking that ``env_id`` is a twin task."""
+    training_tasks(env_id, settings)
+    return module_spec(settings, opts.seed, temperature)
+
+
+def configure_lm(
+    algo_class: type, env_id: str, settings: LMSettings, modules, opts, **learner
 ) -> LMConfig:
-    """The RLlib config of a BC or GRPO run; ``learner`` is the mode's own part of
-    ``learner_config_dict``."""
-    try:
-        settings.validate()
-    except ValueError as e:
-        raise AlgorithmMismatch(f"{learner['mode']}: {e}") from None
-    if frozen:
-        raise AlgorithmMismatch(f"{learner['mode']} trains its one module; nothing to freeze")
-    tasks = training_tasks(env_id, settings)
-    temperature = learner.get("temperature", 1.0)
+    """The RLlib config of a BC or GRPO run (``algo_class``). The learner, the algorithm and
+    the text runners read the settings from ``learner_config_dict`` (every field of
+    ``settings``, then ``learner``'s additions)."""
+    name = algo_class.MODE
+    if opts.frozen:
+        raise AlgorithmMismatch(f"{name} trains its one module; nothing to freeze")
     cfg = {
+        **asdict(settings),
+        "temperature": 1.0,
         **learner,
-        "tasks": tasks,
-        "loss_agg": settings.loss_agg,
+        "mode": name,
+        "tasks": training_tasks(env_id, settings),
         "max_new_tokens": settings.model.max_new_tokens,
-        "eval_every": settings.eval_every,
-        "eval_seeds": settings.eval_seeds,
-        "temperature": temperature,
     }
     return (
-        LMConfig()
-        .environment(env=None, env_config=dict(env_config or {}))
+        LMConfig(algo_class)
+        .environment(env=None, env_config=opts.env_config)
         .framework("torch")
         .env_runners(
             env_runner_cls=TextEnvRunner,
-            num_env_runners=num_env_runners,
+            num_env_runners=opts.num_env_runners,
             num_cpus_per_env_runner=1,
         )
         .learners(
-            num_learners=learners, num_gpus_per_learner=gpus_per_learner, learner_config_dict=cfg
+            num_learners=opts.learners,
+            num_gpus_per_learner=opts.gpus_per_learner,
+            learner_config_dict=cfg,
         )
-        .rl_module(rl_module_spec=module_spec(settings, seed, temperature))
+        .rl_module(rl_module_spec=modules)
         .multi_agent(
             policies={MODULE_ID},
             policy_mapping_fn=lambda agent_id, *a, **k: MODULE_ID,
         )
         .training(lr=settings.lr, grad_clip=settings.grad_clip)
-        .debugging(seed=seed)
+        .debugging(seed=opts.seed)
     )
 
 
@@ -245,49 +239,26 @@ def load_init(init: str, student_keys: dict) -> tuple[dict, float]:
 
 
 class LMAlgorithm(Algorithm):
-    """BC or GRPO (``learner_config_dict["mode"]``); see the module docstring."""
+    """What BC and GRPO share: the student, the FLOP counters (kept across a resume), one
+    update per iteration on the turns :meth:`turns` gives, held-out evaluations, weight sync.
+    Subclasses say where the turns come from (``policies.bc``, ``policies.grpo``)."""
 
-    @classmethod
-    def get_default_config(cls) -> AlgorithmConfig:
-        return LMConfig()
+    MODE = ""
+    """``bc`` or ``grpo``: the learner's objective (``policies.lm.objective``)."""
 
     def setup(self, config) -> None:
         super().setup(config)
         s = self.config.learner_config_dict
-        self.mode, self.tasks = s["mode"], s["tasks"]
+        self.tasks = s["tasks"]
         self.counters = dict.fromkeys(COUNTERS, 0.0)
         self.evals: list[float] = []
         self._drawn = 0  # trace turns BC has drawn, lifetime: where it is in its stream
         student = self._student()
         self.params, self.pad = student.params, student.tok.pad_id
-        if self.mode == "bc":
-            steps, total = read_traces(Path(s["traces"]), s["successes_only"])
-            if not steps:
-                raise AlgorithmMismatch(f"{s['traces']}: no successful trace steps to clone")
-            self.turns = [
-                {"prompt": student.prompt(r["observation"], r["history"]),
-                 "answer": student.answer(r["action"])}
-                for r in steps
-            ]  # fmt: skip
-            # The teacher read every prompt and wrote every answer of every trace, failed
-            # ones included: charged at its size, as BC uses the traces (below).
-            all_steps, _ = read_traces(Path(s["traces"]), successes_only=False)
-            self.teacher_flops = forward_flops(
-                s["teacher_params"],
-                sum(
-                    len(student.prompt(r["observation"], r["history"]))
-                    + len(student.answer(r["action"]))
-                    for r in all_steps
-                ),
-            )
-            self.trace_steps = total
-        elif s.get("init"):
-            state, flops = load_init(s["init"], student.model.state_dict())
-            weights = {MODULE_ID: {f"lm.{k}": v for k, v in state.items()}}
-            self.learner_group.set_weights(weights)
-            self.learner_group.foreach_learner(lambda learner: learner.snapshot_reference())
-            self._sync()
-            self.counters["flops_init"] = flops
+
+    def turns(self, s: dict) -> tuple[list[dict], int, dict]:
+        """This iteration's training turns, the env steps they took and stats to log."""
+        raise NotImplementedError
 
     def _student(self):
         runner = self.env_runner_group.local_env_runner
@@ -319,14 +290,7 @@ class LMAlgorithm(Algorithm):
     # --- one iteration ---------------------------------------------------------------------
     def training_step(self) -> None:
         s = self.config.learner_config_dict
-        if self.mode == "bc":
-            turns, env_steps, stats = self._bc_turns(s)
-            self._drawn += len(turns)
-            self.counters["flops_teacher"] = self.teacher_flops * teacher_share(
-                self._drawn, len(self.turns)
-            )
-        else:
-            turns, env_steps, stats = self._grpo_turns(s)
+        turns, env_steps, stats = self.turns(s)
         self.metrics.log_value((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED), env_steps, reduce="sum")
         self.metrics.log_value(
             (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), env_steps, reduce="lifetime_sum"
@@ -351,35 +315,6 @@ class LMAlgorithm(Algorithm):
         stats.update({k: v for k, v in self.counters.items() if k != "flops_init"})
         for key, value in stats.items():
             self.metrics.log_value(("arena", key), float(value), window=1)
-
-    def _bc_turns(self, s) -> tuple[list[dict], int, dict]:
-        """The next ``batch_size`` turns of the run's stream (``stream_indices``)."""
-        n, seed = s["batch_size"], int(self.config.seed or 0)
-        picked = [self.turns[i] for i in stream_indices(len(self.turns), seed, self._drawn, n)]
-        return picked, n, {"answer_tokens": float(np.mean([len(t["answer"]) for t in picked]))}
-
-    def _grpo_turns(self, s) -> tuple[list[dict], int, dict]:
-        group = self.env_runner_group
-        G, groups, T = s["group_size"], s["groups_per_iteration"], s["temperature"]
-        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            if group.num_remote_env_runners() == 0:
-                parts = [group.local_env_runner.sample_groups(groups, G, T)]
-            else:
-                k = group.num_remote_env_runners()
-                per = -(-groups // k)
-                parts = group.foreach_env_runner(
-                    lambda r: r.sample_groups(per, G, T), local_env_runner=False
-                )
-        episodes = []
-        for i, part in enumerate(parts):  # group ids unique across runners
-            episodes += [{**e, "group": (i, e["group"])} for e in part]
-        if not episodes:
-            return [], 0, {}
-        turns, stats = grpo_turns(episodes, s)
-        self.counters["flops_sampling"] += forward_flops(
-            self.params, sum(e["tokens"] for e in episodes)
-        )
-        return turns, sum(e["length"] for e in episodes), stats
 
     def _learn(self, batch: dict, minibatch: int, epochs: int) -> None:
         from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch

@@ -87,3 +87,29 @@ def held_out_report(
             np.mean(list(twin_same.values())) - report["real"]["train_mean"]
         )
     return report
+
+
+def evaluate_text_agent(
+    modules, weights_dir: Path, env_id: str, settings, episodes: int, real_episodes: int
+) -> dict:
+    """``arena eval`` of a bc/grpo run (``policies.algorithm.AlgorithmInfo.evaluate``): the
+    student of ``modules`` with the weights in ``weights_dir``, scored by
+    :func:`held_out_report` on its training tasks."""
+    from policies.inference import weights_file
+    from policies.lm.algorithm import training_tasks
+    from policies.lm.module import MODULE_ID
+
+    student = load_student(
+        modules.rl_module_specs[MODULE_ID], weights_dir / weights_file(MODULE_ID)
+    )
+    report = held_out_report(student, training_tasks(env_id, settings), episodes, real_episodes)
+    twin = report["twin"]
+    return {
+        "student_params": student.params,
+        "success_mean": twin["train_mean"],
+        "return_mean": twin["train_mean"],
+        "return_std": 0.0,
+        "win_rate": None,
+        "per_group_return_mean": {},
+        **report,
+    }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import METRICS
-from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo import PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 # The MAPPO paper's SMAC setup (github.com/marlbenchmark/on-policy, onpolicy/config.py and
@@ -89,14 +89,8 @@ def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
     return dataclasses.replace(settings, model=model, **knobs)
 
 
-def build(env_id: str, settings: MAPPOSettings, **options):
-    settings = paper_settings(env_id, settings)
-    return build_ppo(ALGORITHM, env_id, settings, centralised_critic=True, **options)
-
-
-def modules(env_id: str, settings: MAPPOSettings, **options):
-    settings = paper_settings(env_id, settings)
-    return module_specs(ALGORITHM, env_id, settings, centralised_critic=True, **options)
+def declare(env_id: str, settings: MAPPOSettings, opts):
+    return declare_ppo(env_id, settings, opts, centralised_critic=True)
 
 
 ALGORITHM = AlgorithmInfo(
@@ -104,8 +98,9 @@ ALGORITHM = AlgorithmInfo(
     description="shared actor, centralised critic on the global state and agent id",
     settings=MAPPOSettings,
     capabilities=Capabilities(needs_state=True),
-    build=build,
-    modules=modules,
+    prepare=paper_settings,
+    declare=declare,
+    configure=configure_ppo,
     metrics=METRICS,
     warm_start=warm_start,
 )

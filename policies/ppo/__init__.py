@@ -3,7 +3,7 @@
 RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) trains
 :class:`policies.modules.ActorCritic` modules, one per entry of the agent -> module mapping
 (``policies.mapping``), on batches from ``policies.sampling.VectorEnvRunner``: whole arrays
-with GAE done in the sampler for feed-forward modules (``policies.ppo.fast``), episodes for
+with GAE done in the sampler for feed-forward modules (``policies.ppo.array_path``), episodes for
 recurrent ones.
 """
 
@@ -20,13 +20,13 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 import envs
-from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, EnvFacts
+from policies.algorithm import AlgorithmMismatch, RunOptions
 from policies.batch import BatchSpec
 from policies.diversity import DiversityCallback
-from policies.mapping import plan_modules
+from policies.mapping import plan_modules, slot_to_dict
 from policies.modules import ActorCritic, ModelSettings
-from policies.ppo.fast import ArrayPPO
-from policies.sampling import VectorEnvRunner, slot_to_config
+from policies.ppo.array_path import ArrayPPO
+from policies.sampling import VectorEnvRunner
 
 
 @dataclass
@@ -118,24 +118,26 @@ class PPOSettings:
             )
 
 
-def module_specs(
-    info: AlgorithmInfo,
+def declare_ppo(
     env_id: str,
     settings: PPOSettings,
+    opts: RunOptions,
     *,
     centralised_critic: bool,
-    env_config: dict | None = None,
-    sharing: str = "auto",
     module_class: type = ActorCritic,
     extra_config: dict | None = None,
 ) -> MultiRLModuleSpec:
     """One ``module_class`` spec (an :class:`ActorCritic`) per module of ``env_id`` under
-    ``sharing``, ``extra_config`` added to each ``model_config``; checks that ``info`` can
-    train the env first."""
-    vec = envs.make_vector(env_id, 1, **dict(env_config or {}))
-    info.check(EnvFacts.of(env_id, vec), settings.model.recurrent)
+    ``opts.sharing``, ``extra_config`` added to each ``model_config``.
+
+    Args:
+        centralised_critic: the critic reads the global state and agent id (MAPPO).
+        module_class / extra_config: the modules' class and what it adds to their
+            ``model_config``.
+    """
+    vec = envs.make_vector(env_id, 1, **opts.env_config)
     try:
-        slots = plan_modules(vec.groups, sharing, env_id)
+        slots = plan_modules(vec.groups, opts.sharing, env_id)
     except ValueError as e:
         raise AlgorithmMismatch(str(e)) from None
     state_dim = int(vec.state_space.shape[0]) if centralised_critic else 0
@@ -155,7 +157,7 @@ def module_specs(
         model_config = {
             "batch_spec": spec.to_dict(),
             "model": model,
-            "slot": slot_to_config(slot),
+            "slot": slot_to_dict(slot),
             **(extra_config or {}),
         }
         if settings.model.recurrent:
@@ -169,79 +171,36 @@ def module_specs(
     return MultiRLModuleSpec(rl_module_specs=specs)
 
 
-def build_ppo(
-    info: AlgorithmInfo,
-    env_id: str,
-    settings: PPOSettings,
-    *,
-    centralised_critic: bool,
-    env_config: dict | None = None,
-    num_env_runners: int = 0,
-    seed: int | None = 0,
-    sharing: str = "auto",
-    frozen: tuple[str, ...] = (),
-    learners: int = 0,
-    gpus_per_learner: float = 0.0,
-    module_class: type = ActorCritic,
-    extra_config: dict | None = None,
+def configure_ppo(
+    env_id: str, settings: PPOSettings, modules: MultiRLModuleSpec, opts: RunOptions
 ) -> PPOConfig:
-    """The RLlib config that trains ``env_id`` with PPO modules.
-
-    Args:
-        info: the algorithm (its capabilities are checked against the env).
-        centralised_critic: the critic reads the global state and agent id (MAPPO).
-        sharing: ``auto``, ``shared``, ``per_group`` or ``per_agent`` (``policies.mapping``).
-        frozen: modules that act but are not trained (their weights are set from outside).
-        learners: 0 trains in the driver; N > 0 in N remote Learner actors.
-        gpus_per_learner: GPUs each Learner uses (needs ``learners`` > 0 or a local GPU).
-        module_class / extra_config: the modules' class and what it adds to their
-            ``model_config`` (see :func:`module_specs`).
-    """
-    try:
-        settings.validate()
-    except ValueError as e:
-        raise AlgorithmMismatch(f"{info.name}: {e}") from None
-    env_config = dict(env_config or {})
-    multi = module_specs(
-        info,
-        env_id,
-        settings,
-        centralised_critic=centralised_critic,
-        env_config=env_config,
-        sharing=sharing,
-        module_class=module_class,
-        extra_config=extra_config,
-    )
-    modules = list(multi.rl_module_specs)
-    unknown = sorted(set(frozen) - set(modules))
-    if unknown:
-        raise AlgorithmMismatch(f"cannot freeze {unknown}: the modules are {modules}")
-    trained = [m for m in modules if m not in frozen]
-    if not trained:
-        raise AlgorithmMismatch(f"every module is frozen ({modules}); nothing would train")
-    if learners < 0 or gpus_per_learner < 0:
-        raise AlgorithmMismatch("learners and gpus_per_learner must be >= 0")
-    check_sampler_memory(multi, settings, num_env_runners)
-    mapping = agent_to_module_from_specs(multi)
-    # Feed-forward modules learn from the sampler's arrays; recurrent ones from episodes.
+    """The RLlib config that trains ``modules`` (from :func:`declare_ppo`) on ``env_id`` with
+    PPO: feed-forward modules on the sampler's arrays with GAE done where they were sampled
+    (``policies.ppo.array_path``), recurrent ones on RLlib's episodes and sequence handling."""
+    names = list(modules.rl_module_specs)
+    trained = [m for m in names if m not in opts.frozen]
+    check_sampler_memory(modules, settings, opts.num_env_runners)
+    mapping = agent_to_module_from_specs(modules)
+    # One boolean picks both the network and the learner's data path: a recurrent module
+    # needs RLlib's sequences (episodes); a feed-forward one learns from arrays.
     algo_class = PPO if settings.model.recurrent else ArrayPPO
     return (
         PPOConfig(algo_class=algo_class)
-        .environment(env=env_id, env_config=env_config)
+        .environment(env=env_id, env_config=opts.env_config)
         .framework("torch")
         .env_runners(
             env_runner_cls=VectorEnvRunner,
-            num_env_runners=num_env_runners,
+            num_env_runners=opts.num_env_runners,
             num_envs_per_env_runner=settings.num_envs_per_env_runner,
             rollout_fragment_length="auto",
             num_cpus_per_env_runner=1,
             merge_env_runner_states=False,
             broadcast_env_runner_states=False,
         )
-        .learners(num_learners=learners, num_gpus_per_learner=gpus_per_learner)
-        .rl_module(rl_module_spec=multi)
+        .learners(num_learners=opts.learners, num_gpus_per_learner=opts.gpus_per_learner)
+        .rl_module(rl_module_spec=modules)
         .multi_agent(
-            policies=set(modules),
+            policies=set(names),
             policy_mapping_fn=lambda agent_id, *args, **kwargs: mapping[agent_id],
             policies_to_train=trained,
         )
@@ -256,13 +215,13 @@ def build_ppo(
             kl_coeff=settings.kl_coeff,
             use_kl_loss=settings.kl_coeff > 0,
             grad_clip=settings.grad_clip,
-            train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, learners)),
+            train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, opts.learners)),
             minibatch_size=settings.minibatch_size,
             num_epochs=settings.num_epochs,
         )
         .callbacks(DiversityCallback)
         .reporting(metrics_num_episodes_for_smoothing=100)
-        .debugging(seed=seed)
+        .debugging(seed=opts.seed)
     )
 
 

@@ -20,11 +20,12 @@ trainer alternates the side that learns instead.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
 from policies.diversity import DiversityCallback
-from policies.ppo import PPOSettings, build_ppo, module_specs
+from policies.ppo import PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 from policies.selfplay.league import META_SOLVERS
 
@@ -67,7 +68,7 @@ class SelfPlaySettings(PPOSettings):
             raise ValueError("freeze_win_rate must be in (0, 1] and freeze_std >= 0")
 
 
-def _check(env_id: str, sharing: str, frozen) -> None:
+def declare(env_id: str, settings: SelfPlaySettings, opts):
     import envs
 
     groups = set(envs.make_vector(env_id, 1).groups)
@@ -76,35 +77,23 @@ def _check(env_id: str, sharing: str, frozen) -> None:
             f"selfplay needs a two-team env whose groups are 'near' and 'far' (e.g. "
             f"volleyball/1v1-v0, 3v3, 6v6); {env_id} has {sorted(groups)}"
         )
-    if sharing not in ("auto", "per_group"):
+    if opts.sharing not in ("auto", "per_group"):
         raise AlgorithmMismatch("selfplay trains one module per team: leave --policies at auto")
-    if frozen:
-        raise AlgorithmMismatch("selfplay freezes 'far' itself; do not pass frozen modules")
+    opts = dataclasses.replace(opts, sharing="per_group")
+    return declare_ppo(env_id, settings, opts, centralised_critic=False)
 
 
-def build(env_id: str, settings: SelfPlaySettings, *, sharing="auto", frozen=(), **options):
+def configure(env_id: str, settings: SelfPlaySettings, modules, opts):
     from policies.selfplay.callback import SelfPlayCallback
 
-    _check(env_id, sharing, frozen)
+    if opts.frozen:
+        raise AlgorithmMismatch("selfplay freezes 'far' itself; do not pass frozen modules")
     # Either team serves (drawn per episode), so the trained side learns serving and
     # receiving and its snapshots can stand in for the other side.
-    options["env_config"] = {"random_serve": True, **dict(options.get("env_config") or {})}
-    config = build_ppo(
-        ALGORITHM,
-        env_id,
-        settings,
-        centralised_critic=False,
-        sharing="per_group",
-        frozen=("far",),
-        **options,
-    )
+    env_config = {"random_serve": True, **opts.env_config}
+    opts = dataclasses.replace(opts, env_config=env_config, frozen=("far",))
+    config = configure_ppo(env_id, settings, modules, opts)
     return config.callbacks([DiversityCallback, SelfPlayCallback.with_settings(settings)])
-
-
-def modules(env_id: str, settings: PPOSettings, *, sharing="auto", **options):
-    return module_specs(
-        ALGORITHM, env_id, settings, centralised_critic=False, sharing="per_group", **options
-    )
 
 
 ALGORITHM = AlgorithmInfo(
@@ -112,8 +101,8 @@ ALGORITHM = AlgorithmInfo(
     description="PPO against a population of frozen snapshots (SP, FSP, PSRO-Nash)",
     settings=SelfPlaySettings,
     capabilities=Capabilities(recurrent=False),
-    build=build,
-    modules=modules,
+    declare=declare,
+    configure=configure,
     metrics=("population", "opponent", "train_win_rate"),
     warm_start=warm_start,
 )

@@ -137,7 +137,8 @@ def test_capabilities_refuse_what_an_algorithm_cannot_train():
             obs_kinds=frozenset({"image"}),
             recurrent=False,
         ),
-        build=None,
+        declare=None,
+        configure=None,
     )
     with pytest.raises(AlgorithmMismatch) as e:
         narrow.check(facts, recurrent=True)

@@ -10,16 +10,13 @@ import envs
 from policies import algorithm
 from policies.batch import AGENT_ID, MASK, OBS, STATE, BatchSpec
 from policies.inference import ModulePolicy, Policy
-from policies.ppo import module_specs
 from policies.sampling import _Module, slot_from_config
 from serve.policy import ModulesPolicy, PolicySpec
 
 
 def modules_of(env_id: str, algo: str, sharing: str = "auto") -> dict:
     info = algorithm.get(algo)
-    multi = module_specs(
-        info, env_id, info.settings(), centralised_critic=algo == "mappo", sharing=sharing
-    )
+    multi = info.modules(env_id, info.settings(), sharing=sharing)
     torch.manual_seed(0)
     return {mid: spec.build() for mid, spec in multi.rl_module_specs.items()}, multi
 
@@ -68,8 +65,6 @@ def test_every_path_packs_the_same_rows(env_id, algo, sharing):
             BatchSpec.from_dict(spec.model_config["batch_spec"]),
             module,
             True,
-            isinstance(spec.action_space, gym.spaces.Discrete),
-            None,
             None,
         )
         K = m.agents_per_env

@@ -8,6 +8,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from policies import algorithm
+from policies.ppo.array_path import gae_batch
 from policies.sampling import EpisodeFactory
 
 SMALL = dict(train_batch_size=400, minibatch_size=128, num_epochs=1, num_envs_per_env_runner=8)
@@ -207,13 +208,20 @@ def test_array_batches_equal_what_rllibs_gae_makes_of_the_episodes(
     try:
         runner = algo_.env_runner
         runner.sample(num_timesteps=8 * 20)  # start mid-episode: chunks with t_started > 0
-        roll = runner._rollout(8 * 30, None, False, False)
+        roll = runner.rollout(8 * 30)
         learner = algo_.learner_group._learner
         for mid, m in runner.modules.items():
             if not m.trained:
                 continue
-            ours = runner._train_batch(m, roll.bufs[mid], roll.done, roll.term)
-            episodes = runner._cut_episodes(m, roll.bufs[mid], roll.done, roll.term, roll.started)
+            ours = gae_batch(
+                m.module,
+                roll.modules[mid],
+                roll.done,
+                roll.terminated,
+                runner.config.gamma,
+                runner.config.lambda_,
+            )
+            episodes = runner._cut_episodes(m, roll.modules[mid], roll)
             theirs = rllib_batch(learner, episodes)[mid]
             # RLlib adds one masked step to each episode chunk (for its GAE bootstrap).
             real = np.asarray(theirs[Columns.LOSS_MASK], bool)
@@ -235,7 +243,7 @@ def test_array_batches_equal_what_rllibs_gae_makes_of_the_episodes(
 def test_gumbel_max_never_draws_a_masked_action_even_from_a_zero_uniform(monkeypatch):
     """torch.rand may return exactly 0 (Gumbel noise -inf): a legal action must still win over
     the masked ones, whose log-probability is about float32's minimum."""
-    from policies.sampling import gumbel_max
+    from policies.inference import gumbel_max
 
     logits = torch.full((4, 6), torch.finfo(torch.float32).min)
     logits[:, 0] = -2e-3  # a dead SMAC agent: only no-op is legal
