@@ -84,52 +84,17 @@ def settings_for(algo_name: str, knobs: dict):
 
 def evaluate(algo, env_id: str, episodes: int) -> dict:
     """Greedy play of ``episodes`` episodes (one each of ``episodes`` envs stepped as a
-    batch): mean team return and, where the env reports it, the win rate."""
-    import torch
-
+    batch, ``policies.inference.test_episodes``): mean return (summed over the agents) and,
+    where the env reports it, the win rate."""
     import envs
-    from policies.batch import BatchSpec
+    from policies.inference import ModulePolicy, Policy, test_episodes
 
     specs = algo.config.rl_module_spec.rl_module_specs
-    vec = envs.make_vector(env_id, episodes, seed=EVAL_SEED)
-    step = vec.reset()
-    B = episodes
-    total, done = np.zeros(B), np.zeros(B, bool)
-    won = np.zeros(B, bool)
-    while not done.all():
-        actions = {g: None for g in vec.groups}
-        for mid, spec in specs.items():
-            members = spec.model_config["slot"]["members"]
-            batch = BatchSpec.from_dict(spec.model_config["batch_spec"])
-            obs = np.concatenate([step.obs[g][:, idx] for g, idx in members], axis=1)
-            K = obs.shape[1]
-            mask = None
-            if batch.mask_dim:
-                mask = np.concatenate([step.action_mask[g][:, idx] for g, idx in members], axis=1)
-                mask = mask.reshape(B * K, -1)
-            rows = batch.pack(obs.reshape(B * K, *obs.shape[2:]), mask, None, np.tile(range(K), B))
-            with torch.no_grad():
-                out, _ = algo.get_module(mid).step({k: torch.from_numpy(v) for k, v in rows.items()}, None)  # fmt: skip
-            discrete = hasattr(spec.action_space, "n")
-            act = out.argmax(-1) if discrete else out[:, : out.shape[-1] // 2]
-            act = act.numpy().reshape(B, K, *act.shape[1:])
-            k = 0
-            for g, idx in members:
-                if actions[g] is None:
-                    group = vec.groups[g]
-                    shape = (B, group.num_agents, *(() if discrete else group.action_space.shape))
-                    actions[g] = np.zeros(shape, act.dtype)
-                actions[g][:, idx] = act[:, k : k + len(idx)]
-                k += len(idx)
-        step = vec.step(actions)
-        total += np.where(done, 0.0, step.rewards.sum(axis=1))
-        ended = (step.terminated | step.truncated) & ~done
-        if step.info and "battle_won" in step.info:
-            won |= ended & step.info["battle_won"].astype(bool)
-        done |= ended
-    out = {"return": float(total.mean())}
-    if env_id.startswith("smac"):
-        out["win_rate"] = float(won.mean())
+    policy = Policy({mid: ModulePolicy(algo.get_module(mid)) for mid in specs})
+    played = test_episodes(policy, envs.make_vector(env_id, episodes, seed=EVAL_SEED))
+    out = {"return": float(played["return"].mean())}
+    if played["won"] is not None:
+        out["win_rate"] = float(played["won"].mean())
     return out
 
 

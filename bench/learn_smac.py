@@ -30,7 +30,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
 
 EVAL_SEED = 1_000_000  # far from the training seeds
 
@@ -44,31 +43,15 @@ MAPPO_PAPER_WIN |= {"protoss_5_vs_5": 56.4}
 
 def test_win_rate(module, map_name: str, battles: int) -> float:
     """Greedy test win rate of the shared ``module`` over ``battles`` battles stepped as one
-    batch (inputs packed by the module's own ``BatchSpec``; recurrent modules carry state)."""
+    batch (``policies.inference.test_episodes``; recurrent modules carry state)."""
     import torch
 
     from envs.smac.core import BattleBatch
-    from policies.inference import ModulePolicy
+    from policies.inference import ModulePolicy, Policy, test_episodes
 
-    core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False)
-    policy = ModulePolicy(module)
-    step = core.reset()
-    A = core.n_allies
-    over = np.zeros(battles, bool)
-    won = np.zeros(battles, bool)
-    rows = policy.spec.buffers(battles * A)
-    hidden = policy.initial_state(battles * A)
     torch.set_num_threads(1)
-    for _ in range(core.spec.limit):
-        policy.spec.write(rows, step.obs["agent"], step.action_mask["agent"], step.state)
-        actions, hidden = policy.act_rows(rows, False, hidden)  # done battles: no-op only
-        step = core.step(actions.reshape(battles, A))
-        done = (step.terminated | step.truncated) & ~over
-        won |= done & step.info["battle_won"]
-        over |= done
-        if over.all():
-            break
-    return float(won.mean())
+    core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False)
+    return float(test_episodes(Policy({"shared": ModulePolicy(module)}), core)["won"].mean())
 
 
 def learn(

@@ -41,8 +41,7 @@ def point(env_id, members, seed, render=False):
         for team, policy in members.items():
             agents = [a for a in env.agents if a.startswith(team)]
             x = np.stack([obs[a] for a in agents])
-            rows = policy.spec.pack(x, None, None, list(range(len(agents))))
-            act, _ = policy.act_rows(rows, True)
+            act, _ = policy.act(x, agent_index=np.arange(len(agents)), explore=True)
             actions.update(zip(agents, act, strict=True))
         obs, _, _, _, infos = env.step(actions)
         info = next(iter(infos.values()))

@@ -23,6 +23,9 @@ PACKAGES = {
     "hypermarl-ippo": "policies.hypermarl.ippo",
     "hypermarl-mappo": "policies.hypermarl.mappo",
     "selfplay": "policies.selfplay",
+    "iql": "policies.iql",
+    "vdn": "policies.vdn",
+    "qmix": "policies.qmix",
 }
 """Algorithm name -> the package defining its ``ALGORITHM``."""
 

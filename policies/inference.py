@@ -308,4 +308,35 @@ class Policy:
         return out
 
 
-__all__ = ["ModulePolicy", "Policy"]
+def test_episodes(policy: Policy, vec, explore=False) -> dict[str, np.ndarray]:
+    """One episode in each of the B envs of ``vec`` (an ``envs.vector.VectorEnv``, freshly
+    reset), every agent acting by ``policy`` (greedily unless ``explore``), the envs stepped as
+    one batch. Per env: its ``return`` (every agent's rewards summed, RLlib's episode return),
+    its ``team_return`` (the mean over its agents: SMAC's team reward, which every agent
+    receives), its ``length`` and, where the env reports it, whether the battle was ``won``
+    (else None)."""
+    step = vec.reset()
+    B = vec.num_envs
+    over, won = np.zeros(B, bool), np.zeros(B, bool)
+    returns, lengths = np.zeros(B), np.zeros(B, int)
+    reports_wins, hidden = False, {}
+    while not over.all():
+        actions, hidden = policy.act_vector(step, explore, hidden)
+        step = vec.step(actions)
+        live = ~over
+        returns += np.where(live, step.rewards.sum(axis=1), 0.0)
+        lengths += live
+        ended = (step.terminated | step.truncated) & live
+        if step.info is not None and "battle_won" in step.info:
+            reports_wins = True
+            won |= ended & step.info["battle_won"].astype(bool)
+        over |= ended
+    return {
+        "return": returns,
+        "team_return": returns / vec.num_agents,
+        "length": lengths,
+        "won": won if reports_wins else None,
+    }
+
+
+__all__ = ["ModulePolicy", "Policy", "act", "test_episodes"]

@@ -164,8 +164,8 @@ def configure_lm(
     if opts.frozen:
         raise AlgorithmMismatch(f"{name} trains its one module; nothing to freeze")
     cfg = {
+        "temperature": 1.0,  # BC's log-probabilities; GRPO's settings have their own
         **asdict(settings),
-        "temperature": 1.0,
         **learner,
         "mode": name,
         "tasks": training_tasks(env_id, settings),

@@ -180,11 +180,7 @@ def play(
     for _ in range(max_steps):
         actions = {}
         for team, policy in policies.items():
-            obs = step.obs[team]  # [B, k, obs]
-            B, k = obs.shape[:2]
-            rows = policy.spec.pack(obs.reshape(B * k, -1), None, None, list(range(k)) * B)
-            act, _ = policy.act_rows(rows, explore)
-            actions[team] = act.reshape(B, k, -1)
+            actions[team], _ = policy.act_group(step.obs[team], explore=explore)
         step = core.step(actions)
         ended = step.terminated | step.truncated
         if ended.any():

@@ -312,8 +312,10 @@ def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
     from training.config import ConfigError
     from training.run import Run
 
-    with pytest.raises(AlgorithmMismatch, match="websim/<task>-v0"):
+    with pytest.raises(AlgorithmMismatch, match="bc cannot train mpe/simple_spread-v3: discrete"):
         Run.create(_cfg("bc", env="mpe/simple_spread-v3"), out=str(tmp_path))
+    with pytest.raises(AlgorithmMismatch, match="websim/<task>-v0"):  # text, but real pages
+        Run.create(_cfg("bc", env="web/click-test-2-v1"), out=str(tmp_path))
     with pytest.raises(ConfigError, match="tasks="):
         _cfg("grpo", tasks=["no-such-task"]).validate()
     with pytest.raises(ConfigError, match="group_size"):

@@ -232,10 +232,10 @@ class HighLevel3v3(VectorEnv):
         )
 
     def _opponent(self, obs: np.ndarray) -> np.ndarray:
-        B = self.num_envs
-        rows = self.opponent.spec.pack(obs.reshape(B * 3, -1), None, None, [0, 1, 2] * B)
-        act, _ = self.opponent.act_rows(rows, self.options.explore_skills)
-        return act.reshape(B, 3, -1)
+        act, _ = self.opponent.act_group(
+            obs.reshape(self.num_envs, 3, -1), explore=self.options.explore_skills
+        )
+        return act
 
 
 class HighLevel3v3Env(VolleyballEnv):
@@ -276,12 +276,7 @@ def play_high_level(
     for _ in range(env.max_steps + 1):
         if not points.live.any():
             break
-        obs, mask = step.obs["near"], step.action_mask["near"]
-        rows = module.spec.pack(
-            obs.reshape(games * 3, -1), mask.reshape(games * 3, -1), None, [0, 1, 2] * games
-        )
-        act, _ = module.act_rows(rows, explore)
-        act = act.reshape(games, 3)
+        act, _ = module.act_group(step.obs["near"], step.action_mask["near"], explore=explore)
         chosen += np.bincount(act[points.live].ravel(), minlength=len(chosen))
         step = env.step({"near": act})
         points.record(step)

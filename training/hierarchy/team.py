@@ -217,9 +217,10 @@ class SkillTeam:
         return actions
 
     def _run(self, name: str, obs: np.ndarray, explore: bool) -> np.ndarray:
-        policy = self.skills[name]
-        batch = policy.spec.pack(obs.astype(np.float32), None, None, np.zeros(len(obs), int))
-        act, _ = policy.act_rows(batch, explore)
+        # every skill module acts for one drone: each row is its agent 0
+        act, _ = self.skills[name].act(
+            obs.astype(np.float32), agent_index=np.zeros(len(obs), int), explore=explore
+        )
         return act
 
 
@@ -308,11 +309,7 @@ def play_hierarchy(
             frames.append(frame(core, 0))
         actions = {"near": near.act(explore)}
         if far is None:
-            obs = step.obs["far"]
-            B, k = obs.shape[:2]
-            rows = flat.spec.pack(obs.reshape(B * k, -1), None, None, list(range(k)) * B)
-            act, _ = flat.act_rows(rows, explore)
-            actions["far"] = act.reshape(B, k, -1)
+            actions["far"], _ = flat.act_group(step.obs["far"], explore=explore)
         else:
             actions["far"] = far.act(explore)
         used += np.bincount(near.skill[points.live].ravel(), minlength=len(SKILLS))

@@ -1,0 +1,308 @@
+"""Value-based MARL on Arena's sampler: the settings, modules and RLlib config that IQL, VDN
+and QMIX share (``policies.iql``, ``policies.vdn``, ``policies.qmix`` each choose a mixer).
+
+The defaults are PyMARL's published settings for SMAC (oxwhirl/pymarl at c971afd:
+``src/config/default.yaml``, ``src/config/algs/{qmix,vdn,iql}.yaml`` and
+``src/config/envs/sc2.yaml``): RMSprop at lr 5e-4 (alpha 0.99, eps 1e-5), batches of 32
+episodes from a replay of 5,000, one env stepped per runner and one update per episode,
+epsilon from 1.0 to 0.05 over 50,000 env steps, target networks copied every 200 episodes,
+double Q, one-step targets, gradient norm clipped at 10, GRU agents of 64 units reading
+their one-hot id and last action, QMIX's hypernetworks 2 layers of 64 with a mixing
+embedding of 32, 32 greedy test episodes every 10,000 env steps.
+
+``--set preset=pymarl2`` gives the fine-tuned settings of Hu et al., "Rethinking the
+Implementation Tricks and Monotonicity Constraint in Cooperative Multi-Agent Reinforcement
+Learning" (hijkzzz/pymarl2 at 8ccac7c: ``src/config/algs/{qmix,vdn,iql}.yaml``, the 0.5 of
+the squared TD error in ``src/learners/{nq,q}_learner.py``): :data:`PYMARL2`.
+
+The modules: one :class:`policies.q.module.QNetwork` per module of the agent -> module
+mapping (``--policies``, as PPO's), and for QMIX the learner-only
+:class:`policies.q.module.QMixer`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+import envs
+from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities, RunOptions
+from policies.batch import BatchSpec
+from policies.mapping import plan_modules, slot_to_dict
+from policies.q.module import MIXER, QMixer, QModelSettings, QNetwork
+
+MIXERS = ("none", "vdn", "qmix")
+
+Q_LOSSES = ("td_loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
+"""The Q-learner's metrics, a column per agent module (``policies.q.learner``)."""
+
+Q_METRICS = ("epsilon", "replay_episodes", "updates", "test_return_mean", "test_battle_won_mean")
+"""What the Q algorithms add to ``metrics.csv``: the exploration rate, the replay's fill, the
+updates so far, and the greedy test episodes' mean team return and win rate (PyMARL's
+``test_return_mean`` and ``test_battle_won_mean``)."""
+
+
+@dataclass
+class QSettings:
+    """Settings of IQL, VDN and QMIX (``--set key=value``); names as PyMARL's config."""
+
+    preset: str = ""
+    """``pymarl2``: Hu et al.'s fine-tuned settings (:data:`PYMARL2`); empty: PyMARL's."""
+    lr: float = 5e-4
+    """Learning rate."""
+    optimizer: str = "rmsprop"
+    """``rmsprop`` (PyMARL) or ``adam`` (pymarl2)."""
+    optim_alpha: float = 0.99
+    """RMSprop's smoothing constant."""
+    optim_eps: float = 1e-5
+    """RMSprop's epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    grad_norm_clip: float = 10.0
+    """Global gradient-norm clip over all parameters."""
+    batch_size: int = 32
+    """Episodes per update."""
+    buffer_size: int = 5000
+    """Episodes the replay keeps."""
+    batch_size_run: int = 1
+    """Envs each EnvRunner steps together; one update follows every this many episodes
+    (PyMARL's episode runner: 1; its parallel runner: 8)."""
+    target_update_interval: int = 200
+    """Episodes between copies of the target networks (0: move them by ``tau`` every update)."""
+    tau: float = 0.005
+    """Polyak rate of the target networks when ``target_update_interval`` is 0."""
+    epsilon_start: float = 1.0
+    epsilon_finish: float = 0.05
+    epsilon_anneal_time: int = 50_000
+    """Env steps over which epsilon falls linearly from start to finish."""
+    double_q: bool = True
+    """The target takes the target network's value of the online network's best action."""
+    td_lambda: float = 0.0
+    """TD(lambda) targets; 0: one-step targets."""
+    loss_scale: float = 1.0
+    """Multiplies the mean squared TD error (pymarl2 halves it)."""
+    mixing_embed_dim: int = 32
+    """QMIX: width of the mixing network."""
+    hypernet_layers: int = 2
+    """QMIX: layers of the hypernetworks giving the mixing weights (1 or 2)."""
+    hypernet_embed: int = 64
+    """QMIX: hidden width of 2-layer hypernetworks."""
+    team_reward: str = "mean"
+    """The team reward of a step: ``mean`` or ``sum`` of the agents' rewards (SMAC gives every
+    agent the team reward, so ``mean`` is SMAC's)."""
+    env_steps_per_iteration: int = 2000
+    """Env steps sampled per training iteration (one row of metrics.csv)."""
+    rollout_steps: int = 20
+    """Steps each env takes between updates: the policy that explores is at most this many
+    steps old (PyMARL updates after every episode)."""
+    test_interval: int = 10_000
+    """Env steps between greedy test episodes (0: none)."""
+    test_nepisode: int = 32
+    """Greedy test episodes each time."""
+    model: QModelSettings = field(default_factory=QModelSettings)
+    """Each agent's Q-network."""
+
+    def validate(self) -> None:
+        floats = ("lr", "optim_alpha", "optim_eps", "gamma", "grad_norm_clip", "tau")
+        floats += ("epsilon_start", "epsilon_finish", "td_lambda", "loss_scale")
+        checks = {
+            "preset": self.preset in ("", *PRESETS),
+            "lr": self.lr > 0,
+            "optimizer": self.optimizer in ("rmsprop", "adam"),
+            "optim_alpha": 0 <= self.optim_alpha < 1,
+            "optim_eps": self.optim_eps > 0,
+            "gamma": 0 < self.gamma <= 1,
+            "grad_norm_clip": self.grad_norm_clip > 0,
+            "batch_size": 0 < self.batch_size <= self.buffer_size,
+            "buffer_size": 0 < self.buffer_size <= 10_000_000,
+            "batch_size_run": 0 < self.batch_size_run <= 4096,
+            "target_update_interval": self.target_update_interval >= 0,
+            "tau": 0 < self.tau <= 1,
+            "epsilon_start": 0 <= self.epsilon_start <= 1,
+            "epsilon_finish": 0 <= self.epsilon_finish <= 1,
+            "epsilon_anneal_time": self.epsilon_anneal_time > 0,
+            "td_lambda": 0 <= self.td_lambda <= 1,
+            "loss_scale": self.loss_scale > 0,
+            "mixing_embed_dim": 0 < self.mixing_embed_dim <= 4096,
+            "hypernet_layers": self.hypernet_layers in (1, 2),
+            "hypernet_embed": 0 < self.hypernet_embed <= 4096,
+            "team_reward": self.team_reward in ("mean", "sum"),
+            "env_steps_per_iteration": 0 < self.env_steps_per_iteration <= 10_000_000,
+            "rollout_steps": 0 < self.rollout_steps <= 100_000,
+            "test_interval": self.test_interval >= 0,
+            "test_nepisode": 0 < self.test_nepisode <= 4096,
+        }
+        bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
+        if not all(math.isfinite(getattr(self, k)) for k in floats):
+            bad.append("a float that is not finite")
+        bad += self.model.problems()
+        if bad:
+            raise ValueError(
+                f"bad value for {', '.join(bad)} (rates, sizes and clips positive; gamma in "
+                "(0, 1]; epsilons and td_lambda in [0, 1]; batch_size <= buffer_size; optimizer "
+                f"rmsprop or adam; team_reward mean or sum; preset one of {list(PRESETS)})"
+            )
+
+
+PYMARL2_COMMON = {
+    "batch_size_run": 8,  # runner: parallel, batch_size_run: 8
+    "buffer_size": 5000,
+    "epsilon_anneal_time": 100_000,
+    "target_update_interval": 200,
+    "optimizer": "adam",
+    "loss_scale": 0.5,  # learners: 0.5 * (masked_td_error ** 2)
+}
+PYMARL2 = {
+    # src/config/algs/qmix.yaml and vdn.yaml (learner nq_learner: double Q by construction)
+    "qmix": {**PYMARL2_COMMON, "batch_size": 128, "lr": 1e-3, "td_lambda": 0.6},
+    "vdn": {**PYMARL2_COMMON, "batch_size": 128, "lr": 1e-3, "td_lambda": 0.6},
+    # src/config/algs/iql.yaml (q_learner, double_q: True); batch_size and lr from default.yaml
+    "none": {**PYMARL2_COMMON, "batch_size": 32, "lr": 5e-4, "td_lambda": 0.0},
+}
+"""``preset=pymarl2``, per mixer (hijkzzz/pymarl2 at 8ccac7c)."""
+PYMARL2_PER_MAP = {
+    "6h_vs_8z": {"epsilon_anneal_time": 500_000, "td_lambda": 0.3},
+    "3s5z_vs_3s6z": {"batch_size_run": 4, "buffer_size": 2500, "batch_size": 64},
+}
+"""QMIX's per-map settings in the comments of pymarl2's ``qmix.yaml`` (and its README)."""
+PRESETS = ("pymarl2",)
+
+
+def preset_settings(mixer: str):
+    """``prepare`` of the Q algorithm with ``mixer``: the settings with their preset filled
+    in (a knob the preset sets and the user set too is an error naming it)."""
+
+    def prepare(env_id: str, settings: QSettings) -> QSettings:
+        if settings.preset != "pymarl2":
+            return settings
+        knobs = dict(PYMARL2[mixer])
+        name = env_id.partition("/")[2].rsplit("-v", 1)[0]
+        if mixer == "qmix" and env_id.startswith("smac/"):
+            knobs.update(PYMARL2_PER_MAP.get(name, {}))
+        default = type(settings)()
+        changed = [k for k in knobs if getattr(settings, k) != getattr(default, k)]
+        if changed:
+            raise AlgorithmMismatch(
+                f"preset=pymarl2 sets {', '.join(changed)} itself; leave them out or drop preset"
+            )
+        return dataclasses.replace(settings, **knobs)
+
+    return prepare
+
+
+def declare_q(env_id: str, settings: QSettings, opts: RunOptions, *, mixer: str):
+    """A :class:`QNetwork` per module of ``env_id`` under ``opts.sharing``; QMIX adds its
+    learner-only :class:`QMixer` on the env's global state."""
+    vec = envs.make_vector(env_id, 1, **opts.env_config)
+    try:
+        slots = plan_modules(vec.groups, opts.sharing, env_id)
+    except ValueError as e:
+        raise AlgorithmMismatch(str(e)) from None
+    model = dataclasses.asdict(settings.model)
+    specs = {}
+    for mid, slot in slots.items():
+        spec = BatchSpec.for_space(
+            slot.observation_space,
+            mask_dim=int(slot.action_space.n) if slot.masked else 0,
+            num_ids=slot.num_agents if settings.model.agent_id else 0,
+        )
+        specs[mid] = RLModuleSpec(
+            module_class=QNetwork,
+            observation_space=spec.space(),
+            action_space=slot.action_space,
+            model_config={"batch_spec": spec.to_dict(), "model": model, "slot": slot_to_dict(slot)},
+        )
+    if mixer == "qmix":
+        state_dim = int(vec.state_space.shape[0])
+        specs[MIXER] = RLModuleSpec(
+            module_class=QMixer,
+            observation_space=gym.spaces.Box(-float("inf"), float("inf"), (state_dim,)),
+            action_space=gym.spaces.Discrete(1),
+            learner_only=True,
+            model_config={
+                "state_dim": state_dim,
+                "n_agents": vec.num_agents,
+                "embed_dim": settings.mixing_embed_dim,
+                "hypernet_layers": settings.hypernet_layers,
+                "hypernet_embed": settings.hypernet_embed,
+            },
+        )
+    return MultiRLModuleSpec(rl_module_specs=specs)
+
+
+def configure_q(env_id: str, settings: QSettings, modules, opts: RunOptions, *, mixer: str):
+    """The RLlib config that trains ``modules`` with :class:`policies.q.trainer.QAlgorithm`."""
+    from policies.q.trainer import QConfig
+    from policies.sampling import VectorEnvRunner
+
+    names = list(modules.rl_module_specs)
+    agents = [m for m in names if m != MIXER]
+    if mixer != "none" and opts.frozen:
+        raise AlgorithmMismatch(
+            f"a mixer learns the whole team's Q at once; freezing {list(opts.frozen)} is only "
+            "possible with iql"
+        )
+    mapping = {
+        agent: mid
+        for mid in agents
+        for agent in modules.rl_module_specs[mid].model_config["slot"]["agents"]
+    }
+    learner = {
+        **dataclasses.asdict(settings),
+        "mixer": mixer,
+        "agents": [m for m in agents if m not in opts.frozen],
+    }
+    return (
+        QConfig()
+        .environment(env=env_id, env_config=opts.env_config)
+        .framework("torch")
+        .env_runners(
+            env_runner_cls=VectorEnvRunner,
+            num_env_runners=opts.num_env_runners,
+            num_envs_per_env_runner=settings.batch_size_run,
+            num_cpus_per_env_runner=1,
+        )
+        .learners(
+            num_learners=opts.learners,
+            num_gpus_per_learner=opts.gpus_per_learner,
+            learner_config_dict=learner,
+        )
+        .rl_module(rl_module_spec=modules)
+        .multi_agent(
+            policies=set(names),
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: mapping[agent_id],
+            policies_to_train=[m for m in names if m not in opts.frozen],
+        )
+        .training(lr=settings.lr, gamma=settings.gamma, grad_clip=None)
+        .reporting(metrics_num_episodes_for_smoothing=100)
+        .debugging(seed=opts.seed)
+    )
+
+
+def algorithm(name: str, mixer: str, description: str) -> AlgorithmInfo:
+    """The ``AlgorithmInfo`` of a Q-learning algorithm with ``mixer`` (``none``, ``vdn``,
+    ``qmix``): its package holds this one line and its registry entry."""
+    one_team = mixer != "none"
+    return AlgorithmInfo(
+        name=name,
+        description=description,
+        settings=QSettings,
+        # A mixer adds up one team's values: one group of agents sharing the team reward.
+        capabilities=Capabilities(
+            action_kinds=frozenset({"discrete"}),
+            groups=not one_team,
+            needs_state=mixer == "qmix",
+        ),
+        prepare=preset_settings(mixer),
+        declare=lambda env_id, settings, opts: declare_q(env_id, settings, opts, mixer=mixer),
+        configure=lambda env_id, settings, modules, opts: configure_q(
+            env_id, settings, modules, opts, mixer=mixer
+        ),
+        metrics=Q_METRICS,
+        losses=Q_LOSSES,
+    )
