@@ -189,9 +189,11 @@ class AlgorithmInfo:
         warm_start: ``warm_start(algo, settings) -> str | None``, called once on a new run's
             built algorithm (never on a resumed one) before its first iteration; what it
             returns is printed (PPO: clone demonstrations, ``policies.ppo.demos``).
-        evaluate: optional ``evaluate(run_dir, checkpoint, cfg, episodes, real_episodes) ->
-            dict``: how ``arena eval`` scores a run of this algorithm where playing its modules
-            in the env is not the measure (a language model's held-out pages).
+        evaluate: optional ``evaluate(modules, weights_dir, env_id, settings, episodes,
+            real_episodes) -> dict``: how ``arena eval`` scores a run of this algorithm where
+            playing its modules in the env is not the measure (a language model's held-out
+            pages).
+        example_env: a small env it trains (the docs' example; tests build it there).
     """
 
     name: str
@@ -206,6 +208,7 @@ class AlgorithmInfo:
     default_iterations: int | None = None
     warm_start: Callable[[Any, Any], str | None] | None = field(default=None, repr=False)
     evaluate: Callable[..., dict] | None = field(default=None, repr=False)
+    example_env: str = "mpe/simple_spread-v3"
 
     def prepared(self, env_id: str, settings: Any) -> Any:
         """``settings`` checked (a bad value is an :class:`AlgorithmMismatch`) and with what

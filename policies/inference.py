@@ -144,6 +144,10 @@ def act(
     return Acted(actions.numpy(), logp.numpy(), outputs.numpy(), state)
 
 
+TRAINED_EPSILON = 0.05
+"""How a trained epsilon-greedy policy explores when asked to (PyMARL's final epsilon)."""
+
+
 class ModulePolicy:
     """Greedy or exploring actions of one restored module.
 
@@ -166,7 +170,12 @@ class ModulePolicy:
         return self.module.initial_state_rows(rows)
 
     def act_rows(
-        self, batch: dict[str, np.ndarray], explore=False, state=None, *, epsilon: float = 0.0
+        self,
+        batch: dict[str, np.ndarray],
+        explore=False,
+        state=None,
+        *,
+        epsilon: float = TRAINED_EPSILON,
     ) -> tuple[np.ndarray, dict | None]:
         """Actions for packed rows: exploring where ``explore`` (a bool, or one bool per row, so
         a batch mixing both modes still takes one forward pass), else greedy; and the next
@@ -229,12 +238,14 @@ class Policy:
 
     @classmethod
     def from_weights(cls, specs, weights_dir: str | Path) -> Policy:
-        """The modules of ``specs`` (a ``MultiRLModuleSpec``) with the weights in
+        """The acting modules of ``specs`` (a ``MultiRLModuleSpec``) with the weights in
         ``weights_dir`` (``<module>.pt`` each); a missing or damaged file is a
         :class:`WeightsError` naming it."""
         weights_dir = Path(weights_dir)
         modules = {}
         for mid, spec in specs.rl_module_specs.items():
+            if spec.learner_only:  # trains the others, never acts (QMIX's mixer)
+                continue
             path = weights_dir / weights_file(mid)
             if not path.is_file():
                 raise WeightsError(

@@ -154,6 +154,9 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     :class:`ModelSettings` fields) and, when recurrent, ``max_seq_len``.
     """
 
+    SERVED_BY = "serve.policy:ModulesPolicy"
+    """The policy server's class for runs of this module (``serve.policy.served_class``)."""
+
     READS_AGENT_ID = False
     """Whether the module needs the agent id even without ``model.agent_id`` or a critic on
     the global state (see ``policies.ppo.module_specs``)."""

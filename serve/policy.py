@@ -4,8 +4,8 @@ its env's spaces, requests validated against them, and the HTTP API as plain fun
 A served policy is anything with the small :class:`ServedPolicy` interface: ``parse`` turns a
 request's JSON into a validated, transport-free value (or raises :class:`RequestError`, a
 4xx), and ``act`` answers a whole batch of parsed requests with one forward pass. Which class
-serves a run is looked up by the RLModule's class in :data:`KINDS`, so a new kind of policy
-(recurrent, language model) is one class and one line there, never a branch per env. A
+serves a run, its RLModule class says (``SERVED_BY``), so a new kind of policy (a language
+model) is one class and one attribute, never a branch per env or algorithm. A
 language model's policy (``serve.lm``) also answers ``POST /v1/chat/completions``, OpenAI's
 chat API, with its ``parse_chat``.
 
@@ -17,6 +17,11 @@ One observation per agent, or a list of them (a whole vectorised env in one call
 env masks actions an observation is ``{"observations": [...], "action_mask": [0, 1, ...]}``,
 its arrays batched the same way. The answer mirrors it: ``{"actions": {"agent_0": 3,
 "agent_1": [1, 4]}, "version": ...}``.
+
+A recurrent policy (a GRU, a Q-network reading its last action) keeps no state on the server:
+its answer also holds ``"state": {agent: {key: [...]}}``, which the client sends back with the
+agent's next observation (``"state"`` beside ``"observations"``, batched the same way); an
+agent without one starts an episode (the initial state).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ MAX_DEPTH = 6
 MAX_CHAT_BYTES = 1 << 20
 """Largest chat request body (a 413): far more text than a model's prompt may hold."""
 JSON_TYPES = ("application/json",)
-REQUEST_KEYS = ("observations", "explore")
+REQUEST_KEYS = ("observations", "explore", "state")
 
 
 class RequestError(ValueError):
@@ -173,7 +178,7 @@ class ServedPolicy(Protocol):
 
 def envelope(payload: Any, agents: tuple[str, ...]) -> tuple[dict[str, Any], bool]:
     """The ``observations`` (agent -> value, agents checked) and ``explore`` of an act
-    request, whatever the policy's kind."""
+    request, whatever the policy's kind (a recurrent one reads ``state`` itself)."""
     if not isinstance(payload, dict):
         raise RequestError(f"the body must be a JSON object with keys {list(REQUEST_KEYS)}")
     unknown = sorted(set(payload) - set(REQUEST_KEYS))
@@ -220,7 +225,8 @@ def _array(agent: str, what: str, value: Any, shape: tuple[int, ...]) -> tuple[n
 
 @dataclass
 class Parsed:
-    """A validated request: per agent its observation and mask rows, and how to answer it."""
+    """A validated request: per agent its observation and mask rows (and recurrent state
+    rows, None at an episode's start), and how to answer it."""
 
     agents: list[str]
     counts: list[int]
@@ -228,6 +234,7 @@ class Parsed:
     obs: list[np.ndarray]
     masks: list[np.ndarray | None]
     explore: bool
+    states: list[dict[str, np.ndarray] | None] = field(default_factory=list)
 
 
 class ModulesPolicy:
@@ -242,11 +249,13 @@ class ModulesPolicy:
 
         self.spec = spec
         self.policy = policy or load_policy(spec.run, spec.checkpoint, spec.modules)
-        if self.policy.recurrent:
-            raise TypeError(
-                f"{spec.name}: recurrent policies carry a hidden state from call to call; "
-                "the HTTP API is stateless and does not serve them"
-            )
+        # agent -> its module's state: key -> width (recurrent modules only)
+        self.state_widths = {
+            a: {k: int(v.shape[-1]) for k, v in m.initial_state(1).items()}
+            for m in self.policy.modules.values()
+            if m.recurrent
+            for a in m.agents
+        }
         self.obs_boxes: dict[str, gym.spaces.Box] = {}
         for agent, space in spec.observation_spaces.items():
             box = space["observations"] if isinstance(space, gym.spaces.Dict) else space
@@ -293,8 +302,34 @@ class ModulesPolicy:
                 )
         return obs, mask, single
 
+    def _agent_state(self, agent: str, value: Any, n: int, single: bool):
+        """An agent's recurrent state rows (``key -> [n, width]``), as the last answer gave
+        them."""
+        widths = self.state_widths.get(agent)
+        if widths is None:
+            raise RequestError(f"agent {agent!r}: this policy keeps no state; send none")
+        if not isinstance(value, dict) or set(value) != set(widths):
+            raise RequestError(
+                f"agent {agent!r}: 'state' must be an object with keys {sorted(widths)}, as the "
+                "last answer gave it"
+            )
+        out = {}
+        for key, width in widths.items():
+            rows, one = _array(agent, f"state {key!r}", value[key], (width,))
+            if one != single or len(rows) != n:
+                raise RequestError(
+                    f"agent {agent!r}: {n} observation(s) but {len(rows)} state {key!r} row(s)"
+                )
+            out[key] = rows
+        return out
+
     def parse(self, payload: Any) -> Parsed:
         obs, explore = envelope(payload, self.spec.agents)
+        states = payload.get("state", {})
+        if not isinstance(states, dict) or not set(states) <= set(obs):
+            raise RequestError(
+                "'state' must be an object of agent -> state for agents in 'observations'"
+            )
         parsed = Parsed([], [], [], [], [], explore)
         for agent, value in obs.items():
             rows, mask, one = self._agent_rows(agent, value)
@@ -303,6 +338,10 @@ class ModulesPolicy:
             parsed.single.append(one)
             parsed.obs.append(rows)
             parsed.masks.append(mask)
+            given = states.get(agent)
+            parsed.states.append(
+                None if given is None else self._agent_state(agent, given, len(rows), one)
+            )
         if sum(parsed.counts) > MAX_ROWS:
             raise RequestError(
                 f"{sum(parsed.counts)} observations in one request; at most {MAX_ROWS}", status=413
@@ -310,54 +349,75 @@ class ModulesPolicy:
         return parsed
 
     def act(self, requests: list[Parsed]) -> list[dict[str, Any]]:
+        import torch
+
         # Rows of every request, grouped by module: one forward pass per module.
-        rows: dict[str, list[tuple[int, int, np.ndarray, np.ndarray | None, bool]]] = {}
+        rows: dict[str, list[tuple[int, int]]] = {}
         for i, r in enumerate(requests):
             for k, agent in enumerate(r.agents):
-                mid = self.policy.module_of[agent]
-                rows.setdefault(mid, []).append((i, k, r.obs[k], r.masks[k], r.explore))
+                rows.setdefault(self.policy.module_of[agent], []).append((i, k))
         answers: list[dict[str, Any]] = [{} for _ in requests]
+        states: list[dict[str, Any]] = [{} for _ in requests]
         for mid, parts in rows.items():
             module = self.policy.modules[mid]
-            place = [self.policy.place[requests[i].agents[k]] for i, k, *_ in parts]
-            counts = [len(o) for _, _, o, _, _ in parts]
-            obs = np.concatenate([o for _, _, o, _, _ in parts])
-            masks = None if parts[0][3] is None else np.concatenate([m for *_, m, _ in parts])
+            place = [self.policy.place[requests[i].agents[k]] for i, k in parts]
+            counts = [requests[i].counts[k] for i, k in parts]
+            obs = np.concatenate([requests[i].obs[k] for i, k in parts])
+            masks = None
+            if requests[parts[0][0]].masks[parts[0][1]] is not None:
+                masks = np.concatenate([requests[i].masks[k] for i, k in parts])
             batch = module.spec.pack(obs, masks, None, np.repeat(place, counts))
-            modes = [e for *_, e in parts]
+            modes = [requests[i].explore for i, _ in parts]
             explore = modes[0] if len(set(modes)) == 1 else np.repeat(modes, counts)
-            actions, _ = module.act_rows(batch, explore)
+            hidden = None
+            if module.recurrent:
+                given = [requests[i].states[k] for i, k in parts]
+                init = {k: v.numpy() for k, v in module.initial_state(1).items()}
+                hidden = {
+                    key: torch.from_numpy(
+                        np.concatenate(
+                            [
+                                g[key] if g is not None else np.repeat(init[key], n, axis=0)
+                                for g, n in zip(given, counts, strict=True)
+                            ]
+                        ).astype(np.float32)
+                    )
+                    for key in init
+                }
+            actions, hidden = module.act_rows(batch, explore, hidden)
             actions = actions.tolist()
+            hidden = {k: v.numpy().tolist() for k, v in (hidden or {}).items()}
             j = 0
-            for (i, k, *_), n in zip(parts, counts, strict=True):
-                one = requests[i].single[k]
-                answers[i][requests[i].agents[k]] = actions[j] if one else actions[j : j + n]
+            for (i, k), n in zip(parts, counts, strict=True):
+                one, agent = requests[i].single[k], requests[i].agents[k]
+                answers[i][agent] = actions[j] if one else actions[j : j + n]
+                if hidden:
+                    states[i][agent] = {
+                        key: v[j] if one else v[j : j + n] for key, v in hidden.items()
+                    }
                 j += n
-        return [
-            {"actions": {a: ans[a] for a in r.agents}, "version": self.spec.version}
-            for r, ans in zip(requests, answers, strict=True)
-        ]
-
-
-KINDS: dict[str, str] = {
-    "ActorCritic": "serve.policy:ModulesPolicy",
-    "HyperActorCritic": "serve.policy:ModulesPolicy",
-    "LMModule": "serve.lm:LMPolicy",
-}
-"""RLModule class name -> the :class:`ServedPolicy` class that serves it, as ``module:class``
-(imported when a run needs it: a server of MLPs never imports the language-model stack)."""
+        out = []
+        for r, ans, st in zip(requests, answers, states, strict=True):
+            reply = {"actions": {a: ans[a] for a in r.agents}, "version": self.spec.version}
+            if st:
+                reply["state"] = {a: st[a] for a in r.agents}
+            out.append(reply)
+        return out
 
 
 def served_class(spec: PolicySpec) -> type:
-    """The :class:`ServedPolicy` class of ``spec``'s modules (all of one kind)."""
+    """The :class:`ServedPolicy` class of ``spec``'s acting modules, which each module class
+    names in its ``SERVED_BY`` (``module:class``, imported only when a run needs it: a server
+    of MLPs never imports the language-model stack)."""
     from training.evaluation import module_specs
 
     modules = spec.modules if spec.modules is not None else module_specs(spec.run)
-    kinds = {s.module_class.__name__ for s in modules.rl_module_specs.values()}
-    unknown = kinds - set(KINDS)
-    if unknown or len(kinds) != 1:
-        raise TypeError(f"no server for RLModule(s) {sorted(kinds)}; known: {sorted(KINDS)}")
-    module, _, name = KINDS[kinds.pop()].partition(":")
+    acting = [s.module_class for s in modules.rl_module_specs.values() if not s.learner_only]
+    kinds = {getattr(cls, "SERVED_BY", None) for cls in acting}
+    if None in kinds or len(kinds) != 1:
+        names = sorted(cls.__name__ for cls in acting)
+        raise TypeError(f"no server for RLModule(s) {names}: each must name one in SERVED_BY")
+    module, _, name = kinds.pop().partition(":")
     return getattr(importlib.import_module(module), name)
 
 

@@ -197,3 +197,61 @@ class Recall(OneSpaceEnv):
                 c = int(np.argmax(self.last[a]))
                 img[8 * i : 8 * i + 8, 8 * c : 8 * c + 8, 1] = 255
         return img
+
+
+CLIMBING = ((11, -30, 0), (-30, 7, 6), (0, 0, 5))
+"""Claus & Boutilier (1998), "The Dynamics of Reinforcement Learning in Cooperative Multiagent
+Systems", Table 3: the climbing game; the optimum (a, a) = 11 sits next to -30s."""
+PENALTY = ((10, 0, -100), (0, 2, 0), (-100, 0, 10))
+"""Claus & Boutilier (1998), Table 4, the penalty game with k = -100: two optima of 10, each
+next to a penalty k for miscoordination, and a safe (b, b) = 2."""
+
+
+class MatrixGame(OneSpaceEnv):
+    """A one-step cooperative matrix game: two agents each pick a row / column of ``payoff``
+    and both receive the entry; the observation and the state are a constant 1."""
+
+    metadata = {
+        "name": "matrix_game_v0",
+        "render_modes": ["rgb_array"],
+        "is_parallelizable": True,
+        "render_fps": 1,
+    }
+
+    def __init__(self, payoff=CLIMBING, render_mode=None):
+        self.payoff = np.asarray(payoff, np.float32)
+        self.render_mode = render_mode
+        self.possible_agents = ["m_0", "m_1"]
+        self._obs_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self._act_space = gym.spaces.Discrete(self.payoff.shape[0])
+        self.last = None
+
+    def reset(self, seed=None, options=None):
+        if seed is not None or not hasattr(self, "np_random"):
+            self.np_random = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.last = None
+        return {a: np.ones(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.last = (int(actions["m_0"]), int(actions["m_1"]))
+        r = float(self.payoff[self.last])
+        obs = {a: np.ones(1, np.float32) for a in self.agents}
+        rewards = {a: r for a in self.agents}
+        terms = {a: True for a in self.agents}
+        truncs = {a: False for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        self.agents = []
+        return obs, rewards, terms, truncs, infos
+
+    def state(self):
+        return np.ones(1, np.float32)
+
+    def render(self):
+        """The payoff matrix, the last joint action's cell lit."""
+        n = self.payoff.shape[0]
+        img = np.zeros((8 * n, 8 * n, 3), np.uint8)
+        if self.last is not None:
+            i, j = self.last
+            img[8 * i : 8 * i + 8, 8 * j : 8 * j + 8, 1] = 255
+        return img

@@ -192,7 +192,12 @@ class Run:
             learners=cfg.learners,
             gpus_per_learner=cfg.gpus_per_learner,
         )
-        self.modules = list(algo_config.rl_module_spec.rl_module_specs)
+        # the modules that act (a learner-only module, QMIX's mixer, has no return of its own)
+        self.modules = [
+            mid
+            for mid, spec in algo_config.rl_module_spec.rl_module_specs.items()
+            if not spec.learner_only
+        ]
         if not (address or os.environ.get("RAY_ADDRESS")):
             check_fits(cfg, runtime.local_resources())
         if not checkpoint or not (self.dir / "config.yaml").exists():

@@ -187,4 +187,5 @@ ALGORITHM = AlgorithmInfo(
     losses=LM_LOSSES,
     default_iterations=20,
     evaluate=evaluate_text_agent,
+    example_env="websim/click-test-2-v0",
 )

@@ -65,4 +65,5 @@ def algorithm(name: str, centralised_critic: bool) -> AlgorithmInfo:
         configure=configure_ppo,
         metrics=METRICS,
         warm_start=warm_start,
+        example_env="mpe/dispersion-v0",
     )

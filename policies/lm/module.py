@@ -18,6 +18,9 @@ MODULE_ID = "student"
 class LMModule(TorchRLModule):
     """A :class:`policies.lm.student.Student` inside an RLModule."""
 
+    SERVED_BY = "serve.lm:LMPolicy"
+    """The policy server's class for runs of this module (``serve.policy.served_class``)."""
+
     def setup(self):
         cfg = self.model_config
         settings = StudentSettings(**cfg["student"])

@@ -305,4 +305,5 @@ def algorithm(name: str, mixer: str, description: str) -> AlgorithmInfo:
         ),
         metrics=Q_METRICS,
         losses=Q_LOSSES,
+        example_env="smac/3m-v0",
     )

@@ -82,6 +82,9 @@ class QNetwork(TorchRLModule, InferenceOnlyAPI):
     action mask, the agent id), ``model`` (:class:`QModelSettings` fields), ``slot``.
     """
 
+    SERVED_BY = "serve.policy:ModulesPolicy"
+    """The policy server's class for runs of this module (``serve.policy.served_class``)."""
+
     EXPLORATION = "epsilon_greedy"
     """How its actions explore (``policies.inference.choose``)."""
 

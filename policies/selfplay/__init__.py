@@ -105,4 +105,5 @@ ALGORITHM = AlgorithmInfo(
     configure=configure,
     metrics=("population", "opponent", "train_win_rate"),
     warm_start=warm_start,
+    example_env="volleyball/1v1-v0",
 )

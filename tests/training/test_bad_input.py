@@ -77,6 +77,16 @@ def test_bad_env_and_algorithm_pairings(capsys, tmp_path):
     assert_one_line(
         capsys, ["train", "mpe/simple_tag-v3", "--policies", "shared", *out], "shared needs one"
     )
+    # capabilities are checked for every algorithm, before anything is built
+    text = ["train", "websim/click-button-v0", "--algo", "mappo", *out]
+    assert_one_line(capsys, text, "mappo cannot train websim/click-button-v0: text actions")
+    continuous = ["train", "mpe/simple_spread_continuous-v3", "--algo", "qmix", *out]
+    assert_one_line(capsys, continuous, "qmix cannot train mpe/simple_spread_continuous-v3")
+    groups = ["train", "mpe/simple_speaker_listener-v4", "--algo", "vdn", *out]
+    assert_one_line(capsys, groups, "2 agent groups")
+    nested = ["train", "mpe/dispersion-v0", "--algo", "hypermarl-ippo", *out]
+    assert_one_line(capsys, [*nested, "--set", "hyper.embedding_dim=0"], "hyper.embedding_dim")
+    assert_one_line(capsys, [*nested, "--set", "hyper.nope=1"], "unknown config key 'hyper.nope'")
 
 
 CONFIG_FILES = [
