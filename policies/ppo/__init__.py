@@ -200,7 +200,7 @@ def configure_ppo(
         .learners(num_learners=opts.learners, num_gpus_per_learner=opts.gpus_per_learner)
         .rl_module(rl_module_spec=modules)
         .multi_agent(
-            policies=set(names),
+            policies=list(names),
             policy_mapping_fn=lambda agent_id, *args, **kwargs: mapping[agent_id],
             policies_to_train=trained,
         )

@@ -274,7 +274,7 @@ def configure_q(env_id: str, settings: QSettings, modules, opts: RunOptions, *, 
         )
         .rl_module(rl_module_spec=modules)
         .multi_agent(
-            policies=set(names),
+            policies=list(names),
             policy_mapping_fn=lambda agent_id, *args, **kwargs: mapping[agent_id],
             policies_to_train=[m for m in names if m not in opts.frozen],
         )

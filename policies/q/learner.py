@@ -73,11 +73,12 @@ class QLearner(TorchLearner):
     def postprocess_gradients(self, gradients_dict):
         """Clips every gradient by the global norm of them all (PyMARL clips the agents'
         and the mixer's parameters as one)."""
-        grads = [g for g in gradients_dict.values() if g is not None]
-        norm = _clip_(grads, self.config.learner_config_dict["grad_norm_clip"])
+        # parameters outside the loss (a frozen module's) have no gradient: left alone
+        grads = {ref: g for ref, g in gradients_dict.items() if g is not None}
+        norm = _clip_(list(grads.values()), self.config.learner_config_dict["grad_norm_clip"])
         for mid in self.config.learner_config_dict["agents"]:
             self.metrics.log_value((mid, "grad_norm"), float(norm), window=1)
-        return gradients_dict
+        return grads
 
     # -- loss -----------------------------------------------------------------------------------
 

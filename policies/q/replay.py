@@ -109,8 +109,8 @@ class EpisodeReplay:
         a = self.arrays
         for e in episodes:
             i, L = self.next, e.length
-            for mid, inputs in e.inputs.items():
-                for key, value in inputs.items():
+            for mid in self.specs:  # the trained modules (a frozen one learns nothing)
+                for key, value in e.inputs[mid].items():
                     if key not in (AGENT_ID, STATE):
                         a[f"{mid}/{key}"][i, : L + 1] = value
                         a[f"{mid}/{key}"][i, L + 1 :] = 0

@@ -111,13 +111,19 @@ class QAlgorithm(Algorithm):
 
     # -- one iteration ------------------------------------------------------------------------
     def training_step(self) -> None:
-        s = self.settings
+        s, group = self.settings, self.env_runner_group
         stop = self.env_steps + s["env_steps_per_iteration"]
         while self.env_steps < stop:
-            self._sample_and_learn()
-        eps = self._epsilon()
+            if not self._sample_and_learn():
+                return  # every EnvRunner failed (RLlib restarts them)
+        # the runners' episode metrics of the whole iteration, gathered once
+        if group.num_remote_env_runners() == 0:
+            metrics = [group.local_env_runner.get_metrics()]
+        else:
+            metrics = group.foreach_env_runner(lambda r: r.get_metrics(), local_env_runner=False)
+        self.metrics.aggregate(metrics, key=ENV_RUNNER_RESULTS)
         stats = {
-            "epsilon": eps,
+            "epsilon": self._epsilon(),
             "replay_episodes": float(self.replay.size),
             "updates": float(self.updates),
         }
@@ -133,45 +139,42 @@ class QAlgorithm(Algorithm):
             self.env_steps, s["epsilon_start"], s["epsilon_finish"], s["epsilon_anneal_time"]
         )
 
-    def _sample_and_learn(self) -> None:
+    def _sample_and_learn(self) -> bool:
+        """``rollout_steps`` steps of every env, their finished episodes into the replay, and
+        the updates they are due; False where no EnvRunner answered."""
         s, group = self.settings, self.env_runner_group
         eps = self._epsilon()
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             if group.num_remote_env_runners() == 0:
                 runner = group.local_env_runner
-                steps = s["rollout_steps"] * runner.num_envs
-                out = [(runner.sample_episodes(steps, epsilon=eps), runner.get_metrics())]
+                out = [runner.sample_episodes(s["rollout_steps"] * runner.num_envs, epsilon=eps)]
             else:
                 out = group.foreach_env_runner(
-                    lambda r: (
-                        r.sample_episodes(s["rollout_steps"] * r.num_envs, epsilon=eps),
-                        r.get_metrics(),
-                    ),
+                    lambda r: r.sample_episodes(s["rollout_steps"] * r.num_envs, epsilon=eps),
                     local_env_runner=False,
                     timeout_seconds=self.config.sample_timeout_s,
                 )
-            if not out:  # every EnvRunner failed (RLlib restarts them)
-                return
-            self.metrics.aggregate([m for _, m in out], key=ENV_RUNNER_RESULTS)
-        episodes = [e for (eps_, _), _ in out for e in eps_]
-        self.env_steps += sum(n for (_, n), _ in out)
+        if not out:
+            return False
+        episodes = [e for part, _ in out for e in part]
+        self.env_steps += sum(n for _, n in out)
         self.replay.add(episodes)
         self.episodes += len(episodes)
         if not self.replay.can_sample(s["batch_size"]):
-            return  # PyMARL trains only once the replay holds a batch
+            return True  # PyMARL trains only once the replay holds a batch
         self.pending += len(episodes)
         due, self.pending = divmod(self.pending, s["batch_size_run"])
-        if not due:
-            return
-        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            for _ in range(due):
-                self._update()
-        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            group.sync_weights(
-                from_worker_or_learner_group=self.learner_group,
-                policies=set(s["agents"]),
-                inference_only=True,
-            )
+        if due:
+            with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+                for _ in range(due):
+                    self._update()
+            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+                group.sync_weights(
+                    from_worker_or_learner_group=self.learner_group,
+                    policies=set(s["agents"]),
+                    inference_only=True,
+                )
+        return True
 
     def _update(self) -> None:
         s = self.settings
