@@ -1,9 +1,11 @@
 """Where the time of one Arena training iteration goes, by cProfile.
 
     .venv/bin/python bench/profile_iteration.py [--algo ippo] [--iterations 5] [--recurrent]
+    .venv/bin/python bench/profile_iteration.py --algo qmix --env smac/3m-v0
 
-PPO on simple_spread with Arena's defaults (4,000 env steps, minibatch 512, 5 epochs), in the
-driver (0 EnvRunners, 0 remote Learners), one thread. The first iteration is a warm-up; the
+PPO on simple_spread with Arena's defaults (4,000 env steps, minibatch 512, 5 epochs), or a
+value-based algorithm with its defaults (PyMARL's: 2,000 env steps an iteration, an update of
+32 episodes per episode), in the driver (0 EnvRunners, 0 remote Learners), one thread. The first iteration is a warm-up; the
 others are profiled. Prints one JSON line: seconds per iteration, and per part (cumulative
 time of the functions that do it, per iteration) with its share of the iteration. Parts
 overlap where one calls another (``learner_update`` holds the connectors, the loss, backward
@@ -38,6 +40,12 @@ PARTS = {
     + [("core/learner/torch/torch_learner.py", "postprocess_gradients")],
     "metrics": [("utils/metrics/metrics_logger.py", "")],
     "weight_sync": [("env/env_runner_group.py", "sync_weights")],
+    # value-based (policies/q): sampling whole episodes, the replay, the TD update
+    "episode_stitching": [("policies/sampling.py", "add")],
+    "replay_add": [("policies/q/replay.py", "add")],
+    "replay_sample": [("policies/q/replay.py", "sample")],
+    "q_forward_train": [("policies/q/module.py", "_forward_train")],
+    "td_loss": [("policies/q/learner.py", "compute_losses")],
 }
 
 
@@ -57,6 +65,7 @@ def main() -> None:
     p.add_argument("--algo", default="ippo")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--recurrent", action="store_true")
+    p.add_argument("--env", default="mpe/simple_spread-v3")
     p.add_argument(
         "--path",
         choices=["arrays", "episodes"],
@@ -76,8 +85,11 @@ def main() -> None:
     runtime.connect(dashboard=False)
     info = algorithm.get(args.algo)
     settings = info.settings()
-    settings.model.recurrent = args.recurrent
-    config = info.build("mpe/simple_spread-v3", settings, num_env_runners=0, seed=0)
+    if args.recurrent:
+        settings.model.recurrent = True
+    if hasattr(settings, "test_interval"):
+        settings.test_interval = 0  # greedy test episodes are not training
+    config = info.build(args.env, settings, num_env_runners=0, seed=0)
     if args.path == "episodes":
         from ray.rllib.algorithms.ppo import PPO
 
@@ -100,11 +112,12 @@ def main() -> None:
     parts = {}
     for part, matches in PARTS.items():
         secs = sum(cumulative(stats, f, n) for f, n in matches) / args.iterations
-        parts[part] = {"s": round(secs, 4), "share": round(secs / per_it, 3)}
+        if secs > 0:
+            parts[part] = {"s": round(secs, 4), "share": round(secs / per_it, 3)}
     print(
         json.dumps(
             {
-                "config": f"arena_{args.algo}{'_gru' if args.recurrent else ''}/simple_spread",
+                "config": f"arena_{args.algo}{'_gru' if args.recurrent else ''}/{args.env}",
                 "path": args.path,
                 "iterations": args.iterations,
                 "s_per_iteration": round(per_it, 4),

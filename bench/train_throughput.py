@@ -13,8 +13,14 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
 * simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU) against
   RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both);
 * Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
-  path before ``policies.ppo.fast``), and the bare single-file PPO loop of
-  ``bench/bare_ppo.py`` (the floor) on the same core and settings.
+  path before ``policies.ppo.array_path``), and the bare single-file PPO loop of
+  ``bench/bare_ppo.py`` (the floor) on the same core and settings;
+* value-based (``--value``): Arena's QMIX and IQL (PyMARL's defaults: one env, an update of 32
+  whole episodes per episode sampled; IQL also feed-forward) against RLlib's own multi-agent
+  DQN (``MultiAgentEpisodeReplayBuffer``, one shared module) on simple_spread with the same
+  batch (32 episodes of 25 steps = 800 transitions) and the same updates per env step
+  (``training_intensity`` 32), 2,000 env steps an iteration. Sampling is timed apart (2,000
+  env steps of each side's EnvRunner, no learning).
 
 The first iteration of each configuration is a warm-up; the others are averaged.
 
@@ -132,16 +138,111 @@ def measure(name: str, config, iterations: int) -> dict:
     return out
 
 
+EPISODE_LEN, Q_BATCH = 25, 32  # simple_spread's episodes; PyMARL's batch of episodes
+
+
+def rllib_dqn_config(seed: int = 0):
+    """RLlib's multi-agent DQN on mpe2 simple_spread: one shared module, its episode replay,
+    PyMARL's batch and update rate in transitions."""
+    from mpe2 import simple_spread_v3
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+    from ray.tune.registry import register_env
+
+    register_env(
+        "bench_dqn_spread", lambda cfg: ParallelPettingZooEnv(simple_spread_v3.parallel_env())
+    )
+    return (
+        DQNConfig()
+        .environment("bench_dqn_spread")
+        .env_runners(num_env_runners=0)
+        .multi_agent(policies={"shared"}, policy_mapping_fn=lambda *a, **k: "shared")
+        .training(
+            lr=5e-4,
+            train_batch_size_per_learner=Q_BATCH * EPISODE_LEN,
+            training_intensity=Q_BATCH,  # one update of 32 episodes' steps per episode sampled
+            replay_buffer_config={"type": "MultiAgentEpisodeReplayBuffer", "capacity": 5000 * 25},
+            num_steps_sampled_before_learning_starts=Q_BATCH * EPISODE_LEN,
+        )
+        .reporting(min_sample_timesteps_per_iteration=2000)
+        .debugging(seed=seed)
+    )
+
+
+def arena_q_config(algo: str, recurrent: bool = True, seed: int = 0):
+    from policies import algorithm
+
+    info = algorithm.get(algo)
+    settings = info.settings(test_interval=0)
+    settings.model.recurrent = recurrent
+    return info.build(ENV_ID, settings, seed=seed)
+
+
+def measure_value(name: str, config, iterations: int, arena: bool) -> dict:
+    """End-to-end env steps/s over whole iterations (after a warm-up one) and sampling env
+    steps/s of the algorithm's own EnvRunner alone (2,000 env steps, exploring)."""
+    algo = config.build_algo()
+    runner = algo.env_runner
+    t0 = time.perf_counter()
+    if arena:
+        steps = 0
+        while steps < 2000:
+            steps += runner.sample_episodes(20 * runner.num_envs, epsilon=1.0)[1]
+    else:
+        runner.sample(num_timesteps=2000, explore=True)
+        steps = 2000
+    sample_rate = steps / (time.perf_counter() - t0)
+    algo.train()  # warm-up: fills the replay
+    steps = wall = 0.0
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        result = algo.train()
+        wall += time.perf_counter() - t0
+        steps += result["env_runners"]["num_env_steps_sampled"]
+    algo.stop()
+    out = {
+        "config": name,
+        "iterations_timed": iterations,
+        "env_steps": steps,
+        "sample_env_steps_per_s": sample_rate,
+        "train_env_steps_per_s": steps / wall,
+    }
+    print(json.dumps(out, default=float), flush=True)
+    return out
+
+
+def value_based(iterations: int) -> None:
+    rows = {
+        "rllib_dqn": measure_value("rllib_dqn_multi_agent/simple_spread", rllib_dqn_config(), iterations, False),
+        "arena_iql_mlp": measure_value("arena_iql_feed_forward/simple_spread", arena_q_config("iql", False), iterations, True),
+        "arena_iql": measure_value("arena_iql_gru/simple_spread", arena_q_config("iql"), iterations, True),
+        "arena_qmix": measure_value("arena_qmix_gru/simple_spread", arena_q_config("qmix"), iterations, True),
+    }  # fmt: skip
+    dqn = rows["rllib_dqn"]
+    summary = {"summary": "value_based"}
+    for key in ("arena_iql_mlp", "arena_iql", "arena_qmix"):
+        summary[key] = {
+            "sampling_speedup": rows[key]["sample_env_steps_per_s"] / dqn["sample_env_steps_per_s"],
+            "training_speedup": rows[key]["train_env_steps_per_s"] / dqn["train_env_steps_per_s"],
+        }
+    print(json.dumps(summary), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--runners", default="0,1", help="EnvRunner counts to measure")
+    p.add_argument("--value", action="store_true", help="the value-based rows only")
     args = p.parse_args()
     runner_counts = [int(x) for x in args.runners.split(",")]
 
     from training import runtime
 
     runtime.connect(dashboard=False)
+    if args.value:
+        value_based(args.iterations)
+        runtime.shutdown()
+        return
     results = {}
     for n in runner_counts:
         results[("default", n)] = measure(

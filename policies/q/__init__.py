@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import gymnasium as gym
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -34,9 +34,34 @@ import envs
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities, RunOptions
 from policies.batch import BatchSpec
 from policies.mapping import plan_modules, slot_to_dict
-from policies.q.module import MIXER, QMixer, QModelSettings, QNetwork
+from policies.q.module import QModelSettings, QNetwork
 
-MIXERS = ("none", "vdn", "qmix")
+MIXER = "mixer"
+"""The module id of a mixer's learner-only module (QMIX's hypernetworks)."""
+
+
+@dataclass(frozen=True)
+class Mixer:
+    """How a value-based algorithm joins its agents' Q-values into the team's: what tells
+    IQL, VDN and QMIX apart (and what a new variant brings in its own package).
+
+    Attributes:
+        name: as in the algorithm's description.
+        mix: ``mix(qs [E, T, N], weights) -> Q_tot [E, T]``; None: no team value, every
+            agent learns its own Q-value from the team reward (independent learners).
+        module: optional ``module(settings, state_dim, n_agents) -> RLModuleSpec``: a
+            learner-only module whose ``forward_train`` on the states ``[E, T + 1, S]`` gives
+            the ``weights`` (and ``target_weights``) that ``mix`` takes.
+        pymarl2: the knobs ``preset=pymarl2`` sets (hijkzzz/pymarl2's config for it).
+        pymarl2_per_map: SMAC map -> knobs that pymarl2 changes for that map.
+    """
+
+    name: str
+    mix: Callable | None = None
+    module: Callable[..., RLModuleSpec] | None = None
+    pymarl2: dict = field(default_factory=dict)
+    pymarl2_per_map: dict = field(default_factory=dict)
+
 
 Q_LOSSES = ("td_loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
 """The Q-learner's metrics, a column per agent module (``policies.q.learner``)."""
@@ -157,33 +182,23 @@ PYMARL2_COMMON = {
     "optimizer": "adam",
     "loss_scale": 0.5,  # learners: 0.5 * (masked_td_error ** 2)
 }
-PYMARL2 = {
-    # src/config/algs/qmix.yaml and vdn.yaml (learner nq_learner: double Q by construction)
-    "qmix": {**PYMARL2_COMMON, "batch_size": 128, "lr": 1e-3, "td_lambda": 0.6},
-    "vdn": {**PYMARL2_COMMON, "batch_size": 128, "lr": 1e-3, "td_lambda": 0.6},
-    # src/config/algs/iql.yaml (q_learner, double_q: True); batch_size and lr from default.yaml
-    "none": {**PYMARL2_COMMON, "batch_size": 32, "lr": 5e-4, "td_lambda": 0.0},
-}
-"""``preset=pymarl2``, per mixer (hijkzzz/pymarl2 at 8ccac7c)."""
-PYMARL2_PER_MAP = {
-    "6h_vs_8z": {"epsilon_anneal_time": 500_000, "td_lambda": 0.3},
-    "3s5z_vs_3s6z": {"batch_size_run": 4, "buffer_size": 2500, "batch_size": 64},
-}
-"""QMIX's per-map settings in the comments of pymarl2's ``qmix.yaml`` (and its README)."""
+"""What pymarl2's configs for QMIX, VDN and IQL share (hijkzzz/pymarl2 at 8ccac7c): the
+parallel runner of 8 envs, Adam, epsilon over 100,000 steps and the halved squared TD error
+of its learners; each algorithm's package adds its own (``Mixer.pymarl2``)."""
 PRESETS = ("pymarl2",)
 
 
-def preset_settings(mixer: str):
+def preset_settings(mixer: Mixer):
     """``prepare`` of the Q algorithm with ``mixer``: the settings with their preset filled
     in (a knob the preset sets and the user set too is an error naming it)."""
 
     def prepare(env_id: str, settings: QSettings) -> QSettings:
         if settings.preset != "pymarl2":
             return settings
-        knobs = dict(PYMARL2[mixer])
+        knobs = {**PYMARL2_COMMON, **mixer.pymarl2}
         name = env_id.partition("/")[2].rsplit("-v", 1)[0]
-        if mixer == "qmix" and env_id.startswith("smac/"):
-            knobs.update(PYMARL2_PER_MAP.get(name, {}))
+        if env_id.startswith("smac/"):
+            knobs.update(mixer.pymarl2_per_map.get(name, {}))
         default = type(settings)()
         changed = [k for k in knobs if getattr(settings, k) != getattr(default, k)]
         if changed:
@@ -195,9 +210,9 @@ def preset_settings(mixer: str):
     return prepare
 
 
-def declare_q(env_id: str, settings: QSettings, opts: RunOptions, *, mixer: str):
-    """A :class:`QNetwork` per module of ``env_id`` under ``opts.sharing``; QMIX adds its
-    learner-only :class:`QMixer` on the env's global state."""
+def declare_q(env_id: str, settings: QSettings, opts: RunOptions, *, mixer: Mixer):
+    """A :class:`QNetwork` per module of ``env_id`` under ``opts.sharing``, and the mixer's
+    learner-only module where it has one (QMIX's hypernetworks on the global state)."""
     vec = envs.make_vector(env_id, 1, **opts.env_config)
     try:
         slots = plan_modules(vec.groups, opts.sharing, env_id)
@@ -217,32 +232,19 @@ def declare_q(env_id: str, settings: QSettings, opts: RunOptions, *, mixer: str)
             action_space=slot.action_space,
             model_config={"batch_spec": spec.to_dict(), "model": model, "slot": slot_to_dict(slot)},
         )
-    if mixer == "qmix":
-        state_dim = int(vec.state_space.shape[0])
-        specs[MIXER] = RLModuleSpec(
-            module_class=QMixer,
-            observation_space=gym.spaces.Box(-float("inf"), float("inf"), (state_dim,)),
-            action_space=gym.spaces.Discrete(1),
-            learner_only=True,
-            model_config={
-                "state_dim": state_dim,
-                "n_agents": vec.num_agents,
-                "embed_dim": settings.mixing_embed_dim,
-                "hypernet_layers": settings.hypernet_layers,
-                "hypernet_embed": settings.hypernet_embed,
-            },
-        )
+    if mixer.module is not None:
+        specs[MIXER] = mixer.module(settings, int(vec.state_space.shape[0]), vec.num_agents)
     return MultiRLModuleSpec(rl_module_specs=specs)
 
 
-def configure_q(env_id: str, settings: QSettings, modules, opts: RunOptions, *, mixer: str):
+def configure_q(env_id: str, settings: QSettings, modules, opts: RunOptions, *, mixer: Mixer):
     """The RLlib config that trains ``modules`` with :class:`policies.q.trainer.QAlgorithm`."""
     from policies.q.trainer import QConfig
     from policies.sampling import VectorEnvRunner
 
     names = list(modules.rl_module_specs)
     agents = [m for m in names if m != MIXER]
-    if mixer != "none" and opts.frozen:
+    if mixer.mix is not None and opts.frozen:
         raise AlgorithmMismatch(
             f"a mixer learns the whole team's Q at once; freezing {list(opts.frozen)} is only "
             "possible with iql"
@@ -284,10 +286,10 @@ def configure_q(env_id: str, settings: QSettings, modules, opts: RunOptions, *, 
     )
 
 
-def algorithm(name: str, mixer: str, description: str) -> AlgorithmInfo:
-    """The ``AlgorithmInfo`` of a Q-learning algorithm with ``mixer`` (``none``, ``vdn``,
-    ``qmix``): its package holds this one line and its registry entry."""
-    one_team = mixer != "none"
+def algorithm(name: str, mixer: Mixer, description: str) -> AlgorithmInfo:
+    """The ``AlgorithmInfo`` of a Q-learning algorithm with ``mixer``: its package holds its
+    mixer and this line, and the registry one line."""
+    one_team = mixer.mix is not None
     return AlgorithmInfo(
         name=name,
         description=description,
@@ -296,7 +298,7 @@ def algorithm(name: str, mixer: str, description: str) -> AlgorithmInfo:
         capabilities=Capabilities(
             action_kinds=frozenset({"discrete"}),
             groups=not one_team,
-            needs_state=mixer == "qmix",
+            needs_state=mixer.module is not None,
         ),
         prepare=preset_settings(mixer),
         declare=lambda env_id, settings, opts: declare_q(env_id, settings, opts, mixer=mixer),

@@ -8,8 +8,9 @@ TD(lambda) as pymarl2's ``NQLearner``, hijkzzz/pymarl2 ``src/learners/nq_learner
 2. each agent's Q-value of the action it took, and the target value of the next step: the
    target network's Q-value of the online network's best legal action (double Q) or the
    target network's best legal Q-value;
-3. the mixer joins the agents: none (IQL: every agent learns its own Q from the team reward),
-   their sum (VDN) or QMIX's monotonic network of the state;
+3. the algorithm's mixer (``policies.q.Mixer``) joins the agents: none (IQL: every agent
+   learns its own Q from the team reward), their sum (VDN) or QMIX's monotonic network of
+   the state;
 4. targets ``r_t + gamma Q'_tot(t+1)`` (0 after a terminal step), or their TD(lambda) mix,
    and the mean squared TD error over the steps the episodes really had;
 5. one optimiser step, the gradient clipped by the global norm of all parameters together;
@@ -23,7 +24,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from policies.batch import MASK
-from policies.q.module import MIXER, mix
+from policies.q import MIXER
 
 
 def td_lambda_targets(
@@ -103,11 +104,13 @@ class QLearner(TorchLearner):
             best = best_q.argmax(dim=-1, keepdim=True)
             following.append(q_target.gather(-1, best)[..., 0])  # [E, T + 1, K]
         chosen_q, target_q = torch.cat(chosen, dim=2), torch.cat(following, dim=2)
-        if s["mixer"] == "qmix":
-            chosen_q = mix(chosen_q, _steps(fwd_out[MIXER]["weights"], slice(None, -1)))
-            target_q = mix(target_q, fwd_out[MIXER]["target_weights"])
-        elif s["mixer"] == "vdn":
-            chosen_q, target_q = chosen_q.sum(dim=-1), target_q.sum(dim=-1)
+        mixer = s["mixer"]
+        if mixer.mix is not None:
+            out = fwd_out.get(MIXER, {})
+            weights, target_weights = out.get("weights"), out.get("target_weights")
+            if weights is not None:  # the step after the last has no own Q-value to mix
+                weights = {k: v[:, :-1] for k, v in weights.items()}
+            chosen_q, target_q = mixer.mix(chosen_q, weights), mixer.mix(target_q, target_weights)
         targets = td_lambda_targets(
             rewards, terminated, mask, target_q, s["gamma"], s["td_lambda"]
         ).detach()
@@ -161,11 +164,6 @@ class QLearner(TorchLearner):
         super().set_state(state)
         if "arena_q" in state:
             self._last_target_update = int(state["arena_q"]["last_target_update"])
-
-
-def _steps(weights: dict[str, torch.Tensor], index: slice) -> dict[str, torch.Tensor]:
-    """The mixing weights of some steps (axis 1)."""
-    return {k: v[:, index] for k, v in weights.items()}
 
 
 def _clip_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:

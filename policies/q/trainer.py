@@ -37,8 +37,9 @@ from ray.rllib.utils.metrics import (
 
 import envs
 from policies.batch import BatchSpec
+from policies.q import MIXER
 from policies.q.learner import QLearner
-from policies.q.module import MIXER, QNetwork
+from policies.q.module import QNetwork
 from policies.q.replay import EpisodeReplay
 
 TEST_SEED = 1_000_000
@@ -81,6 +82,7 @@ class QAlgorithm(Algorithm):
             int(specs[MIXER].model_config["state_dim"]) if MIXER in specs else 0,
             s["team_reward"],
         )
+        self.has_mixer_module = MIXER in specs
         self.rng = np.random.default_rng(int(self.config.seed or 0))
         self.episodes = 0  # episodes sampled, lifetime (what target updates count)
         self.pending = 0  # episodes sampled since the last update
@@ -180,7 +182,7 @@ class QAlgorithm(Algorithm):
         s = self.settings
         sample = self.replay.sample(s["batch_size"], self.rng)
         batches = {mid: SampleBatch(sample[mid]) for mid in s["agents"]}
-        if s["mixer"] == "qmix":
+        if self.has_mixer_module:
             batches[MIXER] = SampleBatch({"state": sample["state"]})
         results = self.learner_group.update(
             batch=MultiAgentBatch(batches, env_steps=s["batch_size"]),

@@ -10,9 +10,12 @@ import torch
 from policies import algorithm
 from policies.algorithm import AlgorithmMismatch
 from policies.batch import BatchSpec
-from policies.q import PYMARL2, QSettings
+from policies.iql import INDEPENDENT
+from policies.q import PYMARL2_COMMON, QSettings
 from policies.q.learner import td_lambda_targets
-from policies.q.module import _Hypernets, mix
+from policies.qmix import MONOTONIC
+from policies.qmix.mixer import _Hypernets, mix
+from policies.vdn import SUM
 from policies.q.replay import EpisodeReplay, ReplayError
 from policies.q.trainer import epsilon
 from policies.sampling import Episode
@@ -180,8 +183,8 @@ def test_the_pymarl2_preset_is_pymarl2s_config_field_by_field(name):
         target = s.model if key.startswith("model.") else s
         got = getattr(target, key.removeprefix("model."))
         assert got == want, f"{source}: {key} is {got!r}, pymarl2 has {want!r}"
-    mixer = {"qmix": "qmix", "vdn": "vdn", "iql": "none"}[name]
-    assert set(PYMARL2[mixer]) <= {k for k, _ in PYMARL2_FILES[name].values()}
+    mixer = {"qmix": MONOTONIC, "vdn": SUM, "iql": INDEPENDENT}[name]
+    assert {*PYMARL2_COMMON, *mixer.pymarl2} <= {k for k, _ in PYMARL2_FILES[name].values()}
     # qmix.yaml's comments: 6h_vs_8z anneals epsilon over 500,000 steps with lambda 0.3
     if name == "qmix":
         hard = info.prepared("smac/6h_vs_8z-v0", info.settings(preset="pymarl2"))
