@@ -13,12 +13,12 @@ from policies.batch import BatchSpec
 from policies.iql import INDEPENDENT
 from policies.q import PYMARL2_COMMON, QSettings
 from policies.q.learner import td_lambda_targets
-from policies.qmix import MONOTONIC
-from policies.qmix.mixer import _Hypernets, mix
-from policies.vdn import SUM
 from policies.q.replay import EpisodeReplay, ReplayError
 from policies.q.trainer import epsilon
+from policies.qmix import MONOTONIC
+from policies.qmix.mixer import _Hypernets, mix
 from policies.sampling import Episode
+from policies.vdn import SUM
 
 
 def test_one_step_targets_bootstrap_until_the_episode_terminates():
