@@ -22,6 +22,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", metavar="RUN_DIR:COLUMN")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--title", default="Training curves on 2 CPU cores (sampled actions, moving window)"
+    )
     args = p.parse_args()
     import matplotlib
 
@@ -32,18 +35,20 @@ def main() -> None:
     for ax, item in zip(axes[0], args.runs, strict=True):
         run, _, column = item.rpartition(":")
         rows = list(csv.DictReader((Path(run) / "metrics.csv").open()))
+        # columns measured only some iterations (greedy test episodes) are NaN in between
+        rows = [r for r in rows if r[column] not in ("", "nan")]
         steps = [int(r["env_steps"]) / 1e6 for r in rows]
         values = [float(r[column]) for r in rows]
         family, env = Path(run).resolve().parts[-4:-2]  # OUT/family/env/algo/name
         ax.plot(steps, values, lw=1.2)
         ax.set_xlabel("env steps (M)")
         ax.set_ylabel(column.removeprefix("episode_").replace("_", " "))
-        ax.set_title(f"{family}/{env}", fontsize=10)
+        ax.set_title(f"{family}/{env} ({Path(run).parent.name})", fontsize=10)
         ax.grid(alpha=0.3)
         minutes = float(rows[-1]["time_s"]) / 60
         print(json.dumps({"run": run, "column": column, "first": values[0], "last": values[-1],
                           "env_steps": int(rows[-1]["env_steps"]), "minutes": round(minutes, 1)}))  # fmt: skip
-    fig.suptitle("Training curves on 2 CPU cores (sampled actions, moving window)", fontsize=10)
+    fig.suptitle(args.title, fontsize=10)
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)

@@ -71,15 +71,7 @@ class EnvFacts:
     @classmethod
     def of(cls, env_id: str, vec) -> EnvFacts:
         """The facts of a built vector env (``envs.vector.VectorEnv``)."""
-        groups = list(vec.groups.values())
-        return cls(
-            env_id,
-            frozenset(_action_kind(g.action_space) for g in groups),
-            any(g.has_action_mask for g in groups),
-            len(groups),
-            frozenset(_obs_kind(g.observation_space) for g in groups),
-            int(vec.state_space.shape[0]),
-        )
+        return cls._of_groups(env_id, vec.groups.values(), int(vec.state_space.shape[0]))
 
     @classmethod
     def probe(cls, env_id: str, env_config: dict | None = None) -> EnvFacts:
@@ -96,15 +88,20 @@ class EnvFacts:
         finally:
             env.close()
         if any(_is_text(g.observation_space) or _is_text(g.action_space) for g in groups):
-            return cls(
-                env_id,
-                frozenset(_action_kind(g.action_space) for g in groups),
-                any(g.has_action_mask for g in groups),
-                len(groups),
-                frozenset(_obs_kind(g.observation_space) for g in groups),
-                0,
-            )
+            return cls._of_groups(env_id, groups, 0)
         return cls.of(env_id, envs.make_vector(env_id, 1, **config))
+
+    @classmethod
+    def _of_groups(cls, env_id: str, groups, state_dim: int) -> EnvFacts:
+        groups = list(groups)
+        return cls(
+            env_id,
+            frozenset(_action_kind(g.action_space) for g in groups),
+            any(g.has_action_mask for g in groups),
+            len(groups),
+            frozenset(_obs_kind(g.observation_space) for g in groups),
+            state_dim,
+        )
 
 
 def _is_text(space) -> bool:
@@ -224,8 +221,14 @@ class AlgorithmInfo:
     def modules(self, env_id: str, settings: Any, **options) -> Any:
         """The ``MultiRLModuleSpec`` of a run of ``env_id`` (``options``: :class:`RunOptions`'
         fields): how eval and serve rebuild a run's modules around saved weights without
-        unpickling anything."""
-        return self.declare(env_id, self.prepared(env_id, settings), RunOptions(**options))
+        unpickling anything. A run's stored settings were prepared when it trained; what
+        preparing them needs may be gone since (the run a GRPO run started from), and then
+        they are declared as stored."""
+        try:
+            settings = self.prepared(env_id, settings)
+        except AlgorithmMismatch:
+            pass
+        return self.declare(env_id, settings, RunOptions(**options))
 
     def build(self, env_id: str, settings: Any, **options) -> Any:
         """The RLlib ``AlgorithmConfig`` that trains ``env_id`` (``options``:
