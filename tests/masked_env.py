@@ -209,7 +209,8 @@ next to a penalty k for miscoordination, and a safe (b, b) = 2."""
 
 class MatrixGame(OneSpaceEnv):
     """A one-step cooperative matrix game: two agents each pick a row / column of ``payoff``
-    and both receive the entry; the observation and the state are a constant 1."""
+    and both receive the entry. The observation and the state are one number drawn at reset
+    that has no bearing on the payoff (so that seeds tell episodes apart)."""
 
     metadata = {
         "name": "matrix_game_v0",
@@ -224,19 +225,20 @@ class MatrixGame(OneSpaceEnv):
         self.possible_agents = ["m_0", "m_1"]
         self._obs_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
         self._act_space = gym.spaces.Discrete(self.payoff.shape[0])
-        self.last = None
+        self.last, self.cue = None, np.zeros(1, np.float32)
 
     def reset(self, seed=None, options=None):
         if seed is not None or not hasattr(self, "np_random"):
             self.np_random = np.random.default_rng(seed)
         self.agents = list(self.possible_agents)
         self.last = None
-        return {a: np.ones(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+        self.cue = self.np_random.random(1).astype(np.float32)
+        return {a: self.cue.copy() for a in self.agents}, {a: {} for a in self.agents}
 
     def step(self, actions):
         self.last = (int(actions["m_0"]), int(actions["m_1"]))
         r = float(self.payoff[self.last])
-        obs = {a: np.ones(1, np.float32) for a in self.agents}
+        obs = {a: self.cue.copy() for a in self.agents}
         rewards = {a: r for a in self.agents}
         terms = {a: True for a in self.agents}
         truncs = {a: False for a in self.agents}
@@ -245,7 +247,7 @@ class MatrixGame(OneSpaceEnv):
         return obs, rewards, terms, truncs, infos
 
     def state(self):
-        return np.ones(1, np.float32)
+        return self.cue.copy()
 
     def render(self):
         """The payoff matrix, the last joint action's cell lit."""

@@ -383,6 +383,7 @@ class ProgressBar(Callback):
         self.console, self.curve_every = console, curve_every
 
     def on_open(self, run: Run) -> None:
+        self.test_win = ""
         self.bar = _progress(self.console or run.console)
         self.bar.start()
         self.task = self.bar.add_task(
@@ -399,8 +400,14 @@ class ProgressBar(Callback):
 
     def on_iteration(self, run, row, learner, checkpoint) -> None:
         mods = module_returns_text(row, run.modules)
-        # Battle envs (SMAC) report a win rate; others leave the column empty.
+        # Battle envs (SMAC) report a win rate; others leave the column empty. Greedy test
+        # battles (the value-based algorithms play them every test_interval env steps) are
+        # what SMAC papers report: their last rate is shown where there is one.
+        test = _num(row.get("test_battle_won_mean"))
+        if not math.isnan(test):
+            self.test_win = f"test win {test:.0%}"
         win = "" if math.isnan(row["win_rate"]) else f"win {row['win_rate']:.0%}"
+        win = self.test_win or win
         self.bar.update(
             self.task,
             completed=run.progress,
