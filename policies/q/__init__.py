@@ -137,12 +137,12 @@ class QSettings:
         floats += ("epsilon_start", "epsilon_finish", "td_lambda", "loss_scale")
         checks = {
             "preset": self.preset in ("", *PRESETS),
-            "lr": self.lr > 0,
+            "lr": 0 < self.lr <= 1,
             "optimizer": self.optimizer in ("rmsprop", "adam"),
             "optim_alpha": 0 <= self.optim_alpha < 1,
             "optim_eps": self.optim_eps > 0,
             "gamma": 0 < self.gamma <= 1,
-            "grad_norm_clip": self.grad_norm_clip > 0,
+            "grad_norm_clip": 0 < self.grad_norm_clip <= 1e6,
             "batch_size": 0 < self.batch_size <= self.buffer_size,
             "buffer_size": 0 < self.buffer_size <= 10_000_000,
             "batch_size_run": 0 < self.batch_size_run <= 4096,
@@ -152,7 +152,7 @@ class QSettings:
             "epsilon_finish": 0 <= self.epsilon_finish <= 1,
             "epsilon_anneal_time": self.epsilon_anneal_time > 0,
             "td_lambda": 0 <= self.td_lambda <= 1,
-            "loss_scale": self.loss_scale > 0,
+            "loss_scale": 0 < self.loss_scale <= 1e6,
             "mixing_embed_dim": 0 < self.mixing_embed_dim <= 4096,
             "hypernet_layers": self.hypernet_layers in (1, 2),
             "hypernet_embed": 0 < self.hypernet_embed <= 4096,
@@ -168,9 +168,10 @@ class QSettings:
         bad += self.model.problems()
         if bad:
             raise ValueError(
-                f"bad value for {', '.join(bad)} (rates, sizes and clips positive; gamma in "
-                "(0, 1]; epsilons and td_lambda in [0, 1]; batch_size <= buffer_size; optimizer "
-                f"rmsprop or adam; team_reward mean or sum; preset one of {list(PRESETS)})"
+                f"bad value for {', '.join(bad)} (sizes and clips positive, lr and tau in (0, 1], "
+                "gamma in (0, 1]; epsilons and td_lambda in [0, 1]; batch_size <= buffer_size <= "
+                "10,000,000; optimizer rmsprop or adam; team_reward mean or sum; preset one of "
+                f"{list(PRESETS)})"
             )
 
 

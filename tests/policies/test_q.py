@@ -216,3 +216,15 @@ def test_mixers_refuse_what_they_cannot_mix():
     assert set(specs.rl_module_specs) == {"speaker", "listener"}
     with pytest.raises(AlgorithmMismatch, match="freezing .* only"):
         vdn.build("test/masked_grid-v0", vdn.settings(), sharing="per_agent", frozen=("a0",))
+
+
+@pytest.mark.parametrize(
+    "knob, value",
+    [("lr", 1e30), ("lr", 0.0), ("batch_size", 0), ("batch_size", 6000), ("buffer_size", 10**9),
+     ("epsilon_finish", 1.5), ("td_lambda", -0.1), ("optimizer", "sgd"), ("hypernet_layers", 3),
+     ("team_reward", "max"), ("gamma", float("nan")), ("batch_size_run", 0)],
+)  # fmt: skip
+def test_bad_settings_are_refused_with_their_name(knob, value):
+    s = QSettings(**{knob: value})
+    with pytest.raises(ValueError, match=knob if value == value else "not finite"):
+        s.validate()
