@@ -22,8 +22,8 @@ becomes: PPO's advantages (``policies.ppo.array_path``), whole episodes for a re
 (:meth:`VectorEnvRunner.sample_episodes`, ``policies.q``), or RLlib's episodes
 (:meth:`VectorEnvRunner.sample`): each agent's trajectory is a single-agent trajectory of its
 module (tagged with the agent and module id), so RLlib's own learners (PPO's loss, GAE,
-value bootstrapping on truncation, its multi-agent connectors) train on them unchanged. Frozen modules (not in ``policies_to_train``) act but hand
-no episodes to the learner. Recurrent modules carry their hidden state from step to step and
+value bootstrapping on truncation, its multi-agent connectors) train on them unchanged.
+Frozen modules (not in ``policies_to_train``) act but hand no episodes to the learner. Recurrent modules carry their hidden state from step to step and
 across ``sample`` calls, reset it where an episode ends, and record ``STATE_OUT`` the way
 RLlib's stateful-module conventions expect (the state before a chunk in its lookback).
 Env steps are counted as env steps (B per batched step), agent steps as B x N.

@@ -262,3 +262,33 @@ def test_gumbel_max_never_draws_a_masked_action_even_from_a_zero_uniform(monkeyp
     draws = gumbel_max(logp[2:3].expand(4000, -1))
     share = (draws == 3).float().mean().item()  # exp(0.5) / (exp(0.5) + exp(-0.002))
     assert abs(share - 0.6229) < 0.03
+
+
+def test_whole_episodes_are_stitched_across_rollouts(ray_session):
+    """The value-based path's episodes (``sample_episodes``): 3 masked-grid envs sampled 7
+    steps at a time, so every 10-step episode spans two or three rollouts. Each episode comes
+    back whole: 10 actions, 11 observations from its reset to its last, every step's move
+    the action taken (stay, left, right), its reward the agent's cell, never a step of
+    another episode."""
+    info = algorithm.get("iql")
+    s = info.settings(batch_size_run=3, test_interval=0)
+    algo_ = info.build("test/masked_grid-v0", s, seed=2).build_algo()
+    try:
+        runner = algo_.env_runner
+        episodes = []
+        for _ in range(12):  # 84 steps of each env: 8 whole episodes each
+            got, steps = runner.sample_episodes(7 * 3, epsilon=1.0)
+            assert steps == 21
+            episodes += got
+        assert len(episodes) == 3 * 8
+        for e in episodes:
+            obs, acts = e.inputs["shared"]["obs"], e.actions["shared"]  # [11, 2, 5], [10, 2]
+            assert e.length == 10 and obs.shape[:2] == (11, 2) and not e.terminated
+            pos = obs.argmax(-1)
+            assert (obs.sum(-1) == 1).all()
+            np.testing.assert_array_equal(pos[1:] - pos[:-1], np.array([0, -1, 1])[acts])
+            np.testing.assert_array_equal(e.rewards, (pos[1:] == 4).astype(np.float32))
+            assert e.state.shape == (11, 10)
+            np.testing.assert_array_equal(e.state.reshape(11, 2, 5), obs)
+    finally:
+        algo_.stop()
