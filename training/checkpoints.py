@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -36,8 +37,18 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+
+
 def run_dir_for(cfg: TrainConfig, out: str, name: str | None) -> Path:
+    """``out/<env>/<algo>/<name>``; a name that is not one plain folder name (a path, ``..``,
+    a hidden name) is a :class:`RunError`: a run never writes outside ``out``."""
     name = name or time.strftime("%Y%m%d-%H%M%S") + f"-s{cfg.seed}"
+    if not RUN_NAME.match(name):
+        raise RunError(
+            f"--name {name[:80]!r}: a run name is one folder name of letters, digits and . _ - "
+            "(not starting with . or -), at most 128 characters"
+        )
     return Path(out) / cfg.env / cfg.algo / name
 
 
@@ -67,19 +78,28 @@ def load_config(run: Path) -> TrainConfig:
     return cfg
 
 
-def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path:
+def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path | None:
     """RLlib's checkpoint (for resume) plus each module's plain weights in ``weights/`` (for
     eval and serve, which never unpickle) and ``arena.json`` (iteration, env steps, and the
-    size and sha256 of every file, so a damaged checkpoint is found before it is loaded)."""
+    size and sha256 of every file, so a damaged checkpoint is found before it is loaded).
+    Weights that are not all finite are never written (None): ``latest`` keeps naming the
+    last sound checkpoint."""
+    import torch
+
     from policies.inference import WEIGHTS_DIR, save_weights
 
+    weights = algo.learner_group.get_weights()
+    for state in weights.values():
+        for value in state.values():
+            if not torch.isfinite(torch.as_tensor(value)).all():
+                return None
     ckdir = run / "checkpoints"
     ckdir.mkdir(parents=True, exist_ok=True)
     name = f"iter_{it:06d}"
     tmp = ckdir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(str(tmp.resolve()))
-    save_weights(algo.learner_group.get_weights(), tmp / WEIGHTS_DIR)
+    save_weights(weights, tmp / WEIGHTS_DIR)
     meta = {"iteration": it, "env_steps": env_steps, "files": file_digests(tmp)}
     (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
     final = ckdir / name

@@ -303,13 +303,20 @@ class Run:
             cb.on_iteration(self, row, learner, ckpt)
         return row
 
-    def checkpoint(self) -> Path:
-        """Saves (or returns) the checkpoint of the current iteration."""
+    def checkpoint(self) -> Path | None:
+        """Saves (or returns) the checkpoint of the current iteration; None where its
+        weights are not all finite (nothing is written)."""
         path = self.dir / "checkpoints" / f"iter_{self.iteration:06d}"
         if self._saved != self.iteration or not path.exists():
             path = save_checkpoint(
                 self.algo, self.dir, self.iteration, self.env_steps, self.cfg.keep_checkpoints
             )
+            if path is None:
+                self.console.print(
+                    f"arena: iteration {self.iteration}: weights are not finite; no checkpoint "
+                    "written (checkpoints/latest names the last sound one)"
+                )
+                return None
             self._saved = self.iteration
         return path
 

@@ -61,6 +61,8 @@ TRAIN_CASES = [
     (["--learners", "1", "--gpus-per-learner", "1"], "GPUs"),
     (["--env-runners", "-1"], "env_runners must be >= 0"),
     (["--checkpoint", "iter_000001"], "--checkpoint picks the checkpoint of --resume"),
+    (["--name", "../../../../x"], "one folder name"),
+    (["--name", "a/b"], "one folder name"),
 ]
 
 

@@ -37,3 +37,27 @@ def test_a_run_going_on_from_an_older_checkpoint_keeps_what_it_writes(tmp_path):
     path = save_checkpoint(FakeAlgo(), tmp_path, 2, 200, keep=1)
     assert path.is_dir() and (tmp_path / "checkpoints" / "latest").read_text() == "iter_000002"
     assert "iter_000002" in names(tmp_path)
+
+
+def test_weights_that_are_not_finite_are_never_checkpointed(tmp_path):
+    save_checkpoint(FakeAlgo(), tmp_path, 1, 100, keep=3)
+    broken = FakeAlgo()
+    broken.learner_group = SimpleNamespace(
+        get_weights=lambda: {"shared": {"w": [1.0, float("nan")]}}
+    )
+    assert save_checkpoint(broken, tmp_path, 2, 200, keep=3) is None
+    assert names(tmp_path) == ["iter_000001"]
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "iter_000001"
+
+
+def test_a_run_name_is_one_folder_inside_out(tmp_path):
+    import pytest
+
+    from training.checkpoints import RunError, run_dir_for
+    from training.config import TrainConfig
+
+    cfg = TrainConfig(env="mpe/simple_spread-v3")
+    assert run_dir_for(cfg, str(tmp_path), "ok-1.2_x").parents[3] == tmp_path
+    for bad in ("../../../../x", "a/b", ".hidden", "", "x" * 200, "-x"):
+        with pytest.raises(RunError, match="one folder name"):
+            run_dir_for(cfg, str(tmp_path), bad or "/")
