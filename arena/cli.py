@@ -91,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         print(f"arena: interrupted; {e or 'resume with --resume RUN'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader left (`arena envs --json | head`): what it read was enough. Point stdout
+        # at /dev/null so the interpreter's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def main() -> None:
     import imageio.v2 as imageio
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimsave(args.out, frames, duration=0.04, loop=0)
+    imageio.mimsave(args.out, frames, duration=40, loop=0)  # ms per frame: 25 fps
     print(
         json.dumps({"seed": best, "hits": hits, "result": result, "steps": steps, "out": args.out})
     )

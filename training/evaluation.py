@@ -105,7 +105,8 @@ def write_animation(frames: list, path: str | Path, fps: float) -> str:
     if Path(path).suffix.lower() == ".mp4":
         imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
     else:
-        imageio.mimsave(path, frames, duration=1 / fps, loop=0)
+        # imageio reads a GIF frame's duration in milliseconds
+        imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
     return str(path)
 
 

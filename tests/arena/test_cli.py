@@ -71,6 +71,9 @@ def test_train_eval_resume_eval(tmp_path):
     assert summary["episodes"] == 3 and summary["checkpoint"] == "iter_000003"
     assert set(summary["per_agent_return_mean"]) == {"agent_0", "agent_1", "agent_2"}
     assert gif.stat().st_size > 1000
+    from PIL import Image
+
+    assert Image.open(gif).info["duration"] == 100  # the env's render_fps 10, in ms
 
     arena("train", "--resume", str(run), "--iterations", "5")
     rows = list(csv.DictReader((run / "metrics.csv").open()))
@@ -115,6 +118,10 @@ def test_envs_lists_every_id_as_json():
     spread = next(r for r in rows if r["id"] == "mpe/simple_spread-v3")
     assert spread["observation_spaces"]["agent_0"] == "Box(18,)"
     assert spread["action_spaces"]["agent_0"] == "Discrete(5)"
+    # a reader that leaves early (`| head`) is no error
+    shell = f"{sys.executable} -m arena envs --json | head -1"
+    piped = subprocess.run(shell, shell=True, capture_output=True, text=True, env=ENV)
+    assert piped.stdout == "[\n" and "Traceback" not in piped.stderr, piped.stderr
 
 
 @pytest.mark.parametrize(
