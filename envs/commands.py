@@ -23,21 +23,38 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Column, Table
 
-    # Ids are what users copy: never cut them; the other columns fold on a narrow terminal.
+    console = Console()
+    # Ids are what users copy: never cut them. The other columns wrap between words; a narrow
+    # terminal (80 columns) gets the table without its box, so each row stays a line or two.
     width = max(len(r["id"]) for r in rows)
+    narrow = console.width < 110
+    names = (
+        ("n", "obs", "act", "fast") if narrow else ("agents", "observation", "action", "batched")
+    )
     table = Table(
         Column("id", no_wrap=True, min_width=width),
-        *(Column(name, overflow="fold") for name in ("agents", "observation", "action", "core")),
+        *(Column(name) for name in names),
+        box=None if narrow else Table().box,
+        padding=(0, 1, 0, 0) if narrow else (0, 1),
+        show_edge=not narrow,
     )
     for r in rows:
-        obs = sorted(set(r["observation_spaces"].values()))
+        obs = sorted({_masked(space) for space in r["observation_spaces"].values()})
         act = sorted(set(r["action_spaces"].values()))
         table.add_row(
             r["id"],
             str(len(r["agents"])),
             " / ".join(obs),
             " / ".join(act),
-            "batched" if r["vectorised_core"] else "",
+            "yes" if r["vectorised_core"] else "",
         )
-    Console().print(table)
+    console.print(table)
     return 0
+
+
+def _masked(space: str) -> str:
+    """``Box(30,) masked`` for ``Dict(action_mask: Box(9,), observations: Box(30,))``."""
+    head, mark, rest = space.partition("observations: ")
+    if head.startswith("Dict(action_mask:") and mark:
+        return f"{rest.removesuffix(')')} masked"
+    return space

@@ -563,7 +563,13 @@ def module_returns_text(row: dict, modules: list[str]) -> str:
     return "(" + ", ".join(f"{m} {row[f'{m}/return']:.1f}" for m in modules) + ")"
 
 
+WIDE = 120
+"""Terminals at least this wide get the full progress bar; narrower ones (80 columns) a
+compact line whose every field still fits."""
+
+
 def _progress(console):
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         Progress,
@@ -572,13 +578,26 @@ def _progress(console):
         TimeRemainingColumn,
     )
 
+    console = console or Console()
+    if console.width >= WIDE:
+        columns = [
+            TextColumn("iter {task.fields[it]}"),
+            BarColumn(),
+            TextColumn("{task.fields[steps]:,} env steps"),
+            TextColumn("return {task.fields[ret]:.2f} {task.fields[mods]}"),
+            TextColumn("{task.fields[win]}"),
+            TextColumn("{task.fields[sps]:.0f} steps/s"),
+        ]
+    else:  # no bar and no per-module returns: about 75 columns
+        columns = [
+            TextColumn("iter {task.fields[it]}"),
+            TextColumn("{task.fields[steps]:,} steps"),
+            TextColumn("ret {task.fields[ret]:.2f}"),
+            TextColumn("{task.fields[win]}"),
+            TextColumn("{task.fields[sps]:.0f}/s"),
+        ]
     return Progress(
-        TextColumn("iter {task.fields[it]}"),
-        BarColumn(),
-        TextColumn("{task.fields[steps]:,} env steps"),
-        TextColumn("return {task.fields[ret]:.2f} {task.fields[mods]}"),
-        TextColumn("{task.fields[win]}"),
-        TextColumn("{task.fields[sps]:.0f} steps/s"),
+        *columns,
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),

@@ -118,6 +118,17 @@ def test_envs_lists_every_id_as_json():
     spread = next(r for r in rows if r["id"] == "mpe/simple_spread-v3")
     assert spread["observation_spaces"]["agent_0"] == "Box(18,)"
     assert spread["action_spaces"]["agent_0"] == "Discrete(5)"
+    # an 80-column terminal: every id whole on its line, nothing cut or wider than the screen
+    narrow = subprocess.run(
+        [sys.executable, "-m", "arena", "envs"],
+        capture_output=True,
+        text=True,
+        env={**ENV, "COLUMNS": "80"},
+    ).stdout.splitlines()
+    assert all(len(line) <= 80 for line in narrow) and not any("…" in line for line in narrow)
+    firsts = {line.split()[0] for line in narrow if line.strip()}
+    assert {r["id"] for r in rows} <= firsts
+    assert len(narrow) < 2.5 * len(rows)
     # a reader that leaves early (`| head`) is no error
     shell = f"{sys.executable} -m arena envs --json | head -1"
     piped = subprocess.run(shell, shell=True, capture_output=True, text=True, env=ENV)
