@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
-DEMO_ENV = "mpe/simple_spread-v3"
+DEMO_CONFIG = Path(__file__).with_name("configs") / "demo.yaml"
+"""The demo's run: a config file a user can pass to ``arena train --config``."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,8 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_hierarchy(sub)
     _register_vqa(sub)
 
-    d = sub.add_parser("demo", help="train mappo on simple_spread, evaluate, render")
-    d.add_argument("--timesteps", type=int, default=1_000_000)
+    d = sub.add_parser(
+        "demo", help=f"train mappo on simple_spread ({DEMO_CONFIG.name}), evaluate, render"
+    )
+    d.add_argument("--timesteps", type=int, help="default: the config's (1,000,000)")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--out", default="runs")
     d.set_defaults(arena_handler="training.commands:run_demo")
@@ -214,39 +218,39 @@ def text_agent_lines(s: dict) -> str:
 
 
 def run_demo(args) -> int:
-    """MAPPO on simple_spread for a few minutes, then greedy evaluation and a GIF."""
+    """MAPPO on simple_spread for a few minutes (``training/configs/demo.yaml``), then greedy
+    evaluation and a GIF."""
     from rich.console import Console
 
-    from training.config import TrainConfig
+    from training.config import load_yaml
     from training.evaluation import evaluate, random_baseline
     from training.run import train
 
     console = Console()
-    cfg = TrainConfig(
-        env=DEMO_ENV, algo="mappo", seed=args.seed, timesteps=args.timesteps, checkpoint_every=25
-    )
-    cfg.settings.lr = 2e-3
-    cfg.settings.minibatch_size = 2048
-    cfg.settings.num_epochs = 10
+    cfg = load_yaml(str(DEMO_CONFIG))
+    cfg.seed = args.seed
+    cfg.timesteps = args.timesteps or cfg.timesteps
     console.print(
-        f"[bold]Arena demo[/]: mappo on {DEMO_ENV}, {args.timesteps:,} env steps; "
-        "random actions score about -75, higher is better"
+        f"[bold]Arena demo[/]: {cfg.algo} on {cfg.env}, {cfg.timesteps:,} env steps "
+        f"({DEMO_CONFIG}); random actions score about -75, higher is better",
+        soft_wrap=True,
     )
     t0 = time.perf_counter()
     run = train(cfg, out=args.out, console=console, curve_every=10)
     minutes = (time.perf_counter() - t0) / 60
     gif = run / "episode.gif"
     summary = evaluate(run, episodes=100, render=str(gif))
-    random = random_baseline(DEMO_ENV, {}, episodes=100)
+    random = random_baseline(cfg.env, {}, episodes=100)
     console.print(
         f"trained {minutes:.1f} min; greedy policy over 100 episodes: "
         f"[bold]{summary['return_mean']:.2f}[/] +- {summary['return_std']:.2f} "
         f"(random actions: {random['return_mean']:.2f})"
     )
-    console.print(
-        f"run directory: {run}\n  config.yaml, metrics.csv, tb/ (tensorboard --logdir "
-        f"{run / 'tb'}), checkpoints/, eval.json, {gif.name}"
-    )
+    # paths and commands on lines of their own, never wrapped: they are for copying
+    print(f"run directory: {run}")
+    print(f"  config.yaml, metrics.csv, checkpoints/, eval.json, {gif.name}")
+    print(f"  tensorboard --logdir {run / 'tb'}")
+    print(f"  arena eval {run}; arena serve {run}")
     return 0
 
 

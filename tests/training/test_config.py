@@ -122,3 +122,18 @@ def test_bad_config_files_are_one_line_naming_the_file(tmp_path, content, words)
     assert "\n" not in str(e.value) and len(str(e.value)) < 300
     if words != "'mappo' must be a mapping":
         assert str(path) in str(e.value)
+
+
+def test_the_demo_is_a_config_file_a_user_can_train_from():
+    from training.commands import DEMO_CONFIG
+    from training.config import load_yaml
+
+    cfg = load_yaml(str(DEMO_CONFIG))
+    cfg.validate()
+    assert (cfg.env, cfg.algo, cfg.timesteps) == ("mpe/simple_spread-v3", "mappo", 1_000_000)
+    assert (cfg.settings.lr, cfg.settings.minibatch_size, cfg.settings.num_epochs) == (
+        2e-3,
+        2048,
+        10,
+    )
+    assert "arena train --config training/configs/demo.yaml" in DEMO_CONFIG.read_text()
