@@ -146,7 +146,10 @@ def run_train(args) -> int:
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
         )
-    print(f"run: {run}")
+    from training.summary import summary_lines, write_curve
+
+    write_curve(run)
+    print("\n".join(summary_lines(run)))
     return 0
 
 

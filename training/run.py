@@ -359,23 +359,23 @@ class CsvLog(Callback):
 
 
 class TensorBoardLog(Callback):
-    """TensorBoard scalars in ``tb/``: every row column, and every scalar learner metric as
-    ``learner/<module>/<name>``."""
+    """TensorBoard scalars in ``tb/``, at the env steps of their iteration (the x axis papers
+    plot): every row column, and every scalar learner metric as ``learner/<module>/<name>``."""
 
     def on_open(self, run: Run) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.tb = SummaryWriter(str(run.dir / "tb"), purge_step=run.iteration + 1)
+        self.tb = SummaryWriter(str(run.dir / "tb"), purge_step=run.env_steps + 1)
 
     def on_iteration(self, run, row, learner, checkpoint) -> None:
-        it = row["iteration"]
+        step = int(row["env_steps"])
         for key, value in row.items():
-            if key != "iteration" and not math.isnan(_num(value)):
-                self.tb.add_scalar(key, _num(value), it)
+            if key != "env_steps" and not math.isnan(_num(value)):
+                self.tb.add_scalar(key, _num(value), step)
         for mid, metrics in learner.items():
             for key, value in metrics.items():
                 if not math.isnan(value):
-                    self.tb.add_scalar(f"learner/{mid}/{key}", value, it)
+                    self.tb.add_scalar(f"learner/{mid}/{key}", value, step)
         self.tb.flush()
 
     def on_close(self, run: Run) -> None:
