@@ -151,10 +151,32 @@ def md_table(df: pd.DataFrame, floats: str = "{:.3f}") -> str:
     return "\n".join([head, rule, *body])
 
 
-def ci_text(point, low, high, fmt: str = "{:.3f}") -> str:
+def ci_text(point, low, high, fmt: str | None = None) -> str:
+    """``point (low to high)``, with as many decimals as tell the three apart: the interval's
+    width sets them (a format, where given, is the least precision)."""
     if math.isnan(point):
         return "n/a"
-    return f"{fmt.format(point)} ({fmt.format(low)} to {fmt.format(high)})"
+    width = abs(high - low)
+    decimals = 2 if width == 0 or not math.isfinite(width) else -math.floor(math.log10(width)) + 1
+    decimals = min(max(decimals, 0), 6)
+    if fmt is not None:
+        given = fmt.format(0.5).partition(".")[2]
+        decimals = max(decimals, len(given) if given.isdigit() else 0)
+    f = f"{{:.{decimals}f}}"
+    return f"{f.format(point)} ({f.format(low)} to {f.format(high)})"
+
+
+FEW_SEEDS = 5
+
+
+def seeds_caveat(n: int) -> str:
+    """A warning where an interval rests on fewer than :data:`FEW_SEEDS` values."""
+    if n >= FEW_SEEDS:
+        return ""
+    return (
+        f" With {n} seed{'s' * (n != 1)} a bootstrap interval is too narrow to trust (the "
+        f"resamples can only repeat those {n} values): run at least {FEW_SEEDS}."
+    )
 
 
 def save_figure(fig, figures: Path, name: str) -> str:
@@ -188,9 +210,16 @@ def band(curves: list[pd.Series], resamples: int = 200, seed: int = 0):
     return table.index.to_numpy(), np.array(mean), np.array(low), np.array(high)
 
 
+RATES = ("win_rate", "test_battle_won_mean", "eval_success", "success_rate")
+"""Columns that are shares in [0, 1]: their axis is always 0 to 1."""
+
+
 def curves_figure(rows: pd.DataFrame, y: str, groups: list[str], title: str, figures: Path,
-                  name: str, x: str = "iteration") -> str:  # fmt: skip
-    """``y`` against ``x``, one line per group (mean over its trials) with a 95% band."""
+                  name: str, x: str = "env_steps") -> str:  # fmt: skip
+    """``y`` against ``x`` (env steps where the rows have them), one line per group (mean
+    over its trials) with a 95% band."""
+    if x not in rows:
+        x = "iteration"
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,7 +236,10 @@ def curves_figure(rows: pd.DataFrame, y: str, groups: list[str], title: str, fig
         label = ", ".join(f"{g}={v}" for g, v in zip(groups, np.atleast_1d(key), strict=False))
         line = ax.plot(xs, m, label=f"{label or 'all'} (n={len(curves)})")[0]
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
-    ax.set_xlabel(x), ax.set_ylabel(y), ax.set_title(title), ax.grid(alpha=0.3)
+    ax.set_xlabel(x.replace("_", " ")), ax.set_ylabel(y), ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if y in RATES:
+        ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize=7)
     return save_figure(fig, figures, name)
 
@@ -232,14 +264,17 @@ def seed_sections(trials, rows, metric: str, figures: Path) -> list[Section]:
     table = trials[["seed", "status", "iterations"]].copy()
     table[metric] = finals.reindex(trials["trial"]).to_numpy()
     text = [f"Final {metric} per seed:", "", md_table(table.sort_values("seed")), ""]
-    text.append(f"**Mean {metric} over {len(table)} seeds: "
-                f"{ci_text(*bootstrap_ci(table[metric]), fmt='{:.3g}')}** (95% bootstrap).")  # fmt: skip
+    n = int(table[metric].notna().sum())
+    text.append(f"**Mean {metric} over {n} seeds: {ci_text(*bootstrap_ci(table[metric]))}** "
+                f"(95% bootstrap).{seeds_caveat(n)}")  # fmt: skip
     figs = [curves_figure(rows, metric, [], f"{metric} over seeds (mean, 95% band)", figures,
                           "curve")]  # fmt: skip
-    if "win_rate" in rows and rows["win_rate"].notna().any():
-        wins = final_values(trials, rows, "win_rate")
-        text.append(f"\n**Final win rate: {ci_text(*bootstrap_ci(wins), fmt='{:.2f}')}**.")
-        figs.append(curves_figure(rows, "win_rate", [], "win rate over seeds", figures, "wins"))
+    for key, label in (("test_battle_won_mean", "greedy test win rate"), ("win_rate", "win rate")):
+        if key != metric and key in rows and rows[key].notna().any():
+            wins = final_values(trials, rows, key)
+            text.append(f"\n**Final {label}: {ci_text(*bootstrap_ci(wins))}**.")
+            figs.append(curves_figure(rows, key, [], f"{label} over seeds", figures, key))
+            break
     return [status_section(trials), Section(f"{metric} over seeds", "\n".join(text), figs)]
 
 

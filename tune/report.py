@@ -31,7 +31,7 @@ def write_report(sweep_dir: Path, out: Path | None = None) -> Path:
     out = Path(out) if out else Path(sweep_dir) / "report" / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = out.parent / "figures"
-    sections = sweep.report(trials, rows, figures)
+    sections = [what_ran(saved, trials, rows), *sweep.report(trials, rows, figures)]
     head = (f"# {saved['name']} sweep: {Path(sweep_dir).resolve().name}\n\n"
             f"{len(trials)} trials; report written {time.strftime('%Y-%m-%d %H:%M')}.\n")  # fmt: skip
     md = [head] + [_markdown(s, out.parent) for s in sections]
@@ -48,6 +48,30 @@ def write_report(sweep_dir: Path, out: Path | None = None) -> Path:
             f" sweep</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
     write_atomic(out, page)
     return out
+
+
+def what_ran(saved: dict, trials, rows) -> Section:
+    """The sweep's settings as ``sweep.yaml`` keeps them, and how far its trials came."""
+    import json
+
+    import pandas as pd
+
+    from tune.analysis import md_table
+
+    def value(v) -> str:
+        return json.dumps(v, separators=(", ", ": ")) if isinstance(v, dict | list) else str(v)
+
+    settings = pd.DataFrame(
+        [(k, value(v)) for k, v in saved["values"].items()], columns=["setting", "value"]
+    )
+    text = f"`arena sweep {saved['name']}` with:\n\n{md_table(settings)}\n"
+    if "env_steps" in rows:
+        steps = rows.groupby("trial")["env_steps"].max()
+        text += (
+            f"\nEach trial trained {int(steps.min()):,} to {int(steps.max()):,} env steps "
+            f"({len(steps)} trials reporting).\n"
+        )
+    return Section("What ran", text)
 
 
 def _markdown(section: Section, root: Path) -> str:

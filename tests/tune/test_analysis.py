@@ -130,3 +130,14 @@ def test_importance_splits_a_tie_between_the_tied_configurations():
     # about even (a resample without c2 gives "a" the whole win), not 2 to 1 by number
     assert imp.loc["b", "win_rate"] == pytest.approx(0.5, abs=0.05)
     assert math.isnan(imp.loc["a", "rel_reward"])  # no positive score to compare with
+
+
+def test_intervals_show_the_decimals_that_tell_them_apart():
+    from tune.analysis import ci_text, seeds_caveat
+
+    assert ci_text(10.21, 9.84, 10.63) == "10.21 (9.84 to 10.63)"  # not "10 (10 to 10)"
+    assert ci_text(52.4, 48.8, 56.1) == "52.4 (48.8 to 56.1)"
+    assert ci_text(0.75, 0.71, 0.79) == "0.750 (0.710 to 0.790)"
+    assert ci_text(1.0, 1.0, 1.0) == "1.00 (1.00 to 1.00)"
+    assert ci_text(0.5, 0.25, 0.75, "{:.3f}") == "0.500 (0.250 to 0.750)"
+    assert "at least 5" in seeds_caveat(2) and seeds_caveat(5) == ""
