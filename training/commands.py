@@ -146,8 +146,12 @@ def run_train(args) -> int:
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
         )
+    from training.checkpoints import load_config
+    from training.marl_eval import write_marl_eval
     from training.summary import summary_lines, write_curve
 
+    done = load_config(run)
+    write_marl_eval([(done.env, done.algo, done.seed, run)], run / "marl_eval.json")
     write_curve(run)
     print("\n".join(summary_lines(run)))
     return 0

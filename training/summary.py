@@ -49,8 +49,10 @@ def summary_lines(run: Path) -> list[str]:
             break
     latest = run / "checkpoints" / "latest"
     ckpt = latest.read_text().strip() if latest.is_file() else "none"
-    curve = " curve.png," if (run / "curve.png").exists() else ""
-    lines.append(f"  files: config.yaml, metrics.csv,{curve} tb/, checkpoints/ (latest: {ckpt})")
+    extra = "".join(
+        f" {name}," for name in ("curve.png", "marl_eval.json") if (run / name).exists()
+    )
+    lines.append(f"  files: config.yaml, metrics.csv,{extra} tb/, checkpoints/ (latest: {ckpt})")
     lines.append(f"  next: arena eval {run}")
     lines.append(f"        arena serve {run}")
     lines.append(f"        tensorboard --logdir {run / 'tb'}")

@@ -67,6 +67,60 @@ def bootstrap_diff(a: dict, b: dict, resamples: int = RESAMPLES, seed: int = 0):
     return point, float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
 
 
+# --- rliable's aggregates (Agarwal et al., "Deep RL at the Edge of the Statistical Precipice",
+# NeurIPS 2021): over runs (and tasks), with a stratified bootstrap ----------------------------
+def iqm(scores) -> float:
+    """The interquartile mean: the mean of the middle 50% of ``scores`` (rliable's IQM: the
+    bottom and top quarter trimmed, fractional runs weighted)."""
+    x = np.sort(np.asarray(scores, dtype=float))
+    n = len(x)
+    if n == 0:
+        return math.nan
+    lo, hi = n / 4, 3 * n / 4
+    weights = np.clip(np.minimum(np.arange(1, n + 1), hi) - np.maximum(np.arange(n), lo), 0, 1)
+    return float((x * weights).sum() / weights.sum())
+
+
+def optimality_gap(scores, target: float = 1.0) -> float:
+    """How far runs fall short of ``target`` on average (scores above it count as at it)."""
+    x = np.asarray(scores, dtype=float)
+    return float(np.mean(np.maximum(target - x, 0.0))) if len(x) else math.nan
+
+
+AGGREGATES = {
+    "IQM": iqm,
+    "median": lambda x: float(np.median(x)),
+    "mean": lambda x: float(np.mean(x)),
+}
+
+
+def stratified_bootstrap(
+    scores_by_task: dict, fn, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float, float]:
+    """``fn`` of all runs' scores and its 95% interval, resampling runs within each task (so
+    every resample keeps each task's number of runs)."""
+    tasks = [
+        np.asarray(v, dtype=float)[~np.isnan(np.asarray(v, dtype=float))]
+        for v in scores_by_task.values()
+    ]
+    tasks = [t for t in tasks if len(t)]
+    if not tasks:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    point = fn(np.concatenate(tasks))
+    draws = [
+        fn(np.concatenate([t[rng.integers(len(t), size=len(t))] for t in tasks]))
+        for _ in range(resamples)
+    ]
+    return point, float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def performance_profile(scores, taus) -> np.ndarray:
+    """The share of runs scoring above each threshold in ``taus``."""
+    x = np.asarray(scores, dtype=float)
+    return np.array([(x > tau).mean() for tau in taus])
+
+
 def value_at(curve: pd.DataFrame, budget: float, x: str = "flops_total", y: str = "eval_success"):
     """``y`` at matched compute: its last evaluation that had spent at most ``budget`` (0.1%
     over counts as at), so no arm is credited with compute beyond it; NaN if the trial never
@@ -275,7 +329,47 @@ def seed_sections(trials, rows, metric: str, figures: Path) -> list[Section]:
             text.append(f"\n**Final {label}: {ci_text(*bootstrap_ci(wins))}**.")
             figs.append(curves_figure(rows, key, [], f"{label} over seeds", figures, key))
             break
-    return [status_section(trials), Section(f"{metric} over seeds", "\n".join(text), figs)]
+    sections = [status_section(trials), Section(f"{metric} over seeds", "\n".join(text), figs)]
+    if n >= MIN_AGGREGATE_RUNS:
+        sections.append(aggregates_section({"all": table[metric].to_numpy()}, metric, figures))
+    return sections
+
+
+MIN_AGGREGATE_RUNS = 3
+"""Runs a report needs before it gives rliable's aggregates."""
+
+
+def aggregates_section(scores_by_task: dict, metric: str, figures: Path) -> Section:
+    """rliable's aggregates of the runs' final scores: IQM, median and mean with 95% stratified
+    bootstrap intervals, the optimality gap where the score is a rate, and the performance
+    profile (the share of runs above each score)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fns = dict(AGGREGATES)
+    if metric in RATES:
+        fns["optimality gap"] = optimality_gap
+    table = pd.DataFrame(
+        [(name, ci_text(*stratified_bootstrap(scores_by_task, fn))) for name, fn in fns.items()],
+        columns=["aggregate", f"{metric} (95% stratified bootstrap)"],
+    )
+    every = np.concatenate([np.asarray(v, dtype=float) for v in scores_by_task.values()])
+    every = every[~np.isnan(every)]
+    lo, hi = (0.0, 1.0) if metric in RATES else (float(every.min()), float(every.max()))
+    taus = np.linspace(lo, hi, 101)
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    ax.step(taus, performance_profile(every, taus), where="post")
+    ax.set_xlabel(f"{metric} threshold"), ax.set_ylabel("share of runs above it")
+    ax.set_ylim(-0.02, 1.02), ax.grid(alpha=0.3)
+    ax.set_title(f"performance profile ({len(every)} runs)")
+    text = (
+        "Aggregates of the runs' final scores as rliable computes them (Agarwal et al. 2021): "
+        "the interquartile mean (IQM) is robust to a run that failed or soared, the "
+        "intervals resample runs within each task.\n\n" + md_table(table)
+    )
+    return Section("Aggregates (rliable)", text, [save_figure(fig, figures, "profile")])
 
 
 def sensitivity_sections(trials, rows, metric: str, params: list[str], figures: Path):

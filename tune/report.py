@@ -47,7 +47,27 @@ def write_report(sweep_dir: Path, out: Path | None = None) -> Path:
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(saved['name'])}"
             f" sweep</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
     write_atomic(out, page)
+    write_sweep_marl_eval(trials, out.parent / "marl_eval.json")
     return out
+
+
+def write_sweep_marl_eval(trials, path: Path) -> Path | None:
+    """The sweep's runs in marl-eval's JSON (``training.marl_eval``), each run under its env,
+    algorithm and seed (its trial's seed label, else its place)."""
+    from training.checkpoints import RunError, load_config
+    from training.marl_eval import write_marl_eval
+
+    runs = []
+    for i, t in enumerate(trials.itertuples()):
+        run = Path(t.run_dir)
+        try:
+            cfg = load_config(run)
+        except RunError:
+            continue  # a trial that never wrote its config
+        seed = getattr(t, "seed", None)
+        seed = i if seed is None or seed != seed else int(seed)
+        runs.append((cfg.env, cfg.algo, seed, run))
+    return write_marl_eval(runs, path) if runs else None
 
 
 def what_ran(saved: dict, trials, rows) -> Section:

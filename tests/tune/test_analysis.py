@@ -141,3 +141,37 @@ def test_intervals_show_the_decimals_that_tell_them_apart():
     assert ci_text(1.0, 1.0, 1.0) == "1.00 (1.00 to 1.00)"
     assert ci_text(0.5, 0.25, 0.75, "{:.3f}") == "0.500 (0.250 to 0.750)"
     assert "at least 5" in seeds_caveat(2) and seeds_caveat(5) == ""
+
+
+def test_rliable_aggregates_against_known_answers():
+    from tune.analysis import (
+        iqm,
+        optimality_gap,
+        performance_profile,
+        stratified_bootstrap,
+    )
+
+    assert iqm(range(1, 9)) == 4.5  # the middle four of 1..8
+    assert iqm([0, 0, 0, 100]) == 0.0  # one run that soared moves it not at all
+    assert iqm([1, 2, 3, 4, 5]) == pytest.approx(3.0)  # fractional ends weighted
+    assert optimality_gap([1.0, 0.5, 1.2], target=1.0) == pytest.approx(0.5 / 3)
+    assert performance_profile([0.1, 0.5, 0.9], [0.0, 0.5, 1.0]).tolist() == [1.0, 1 / 3, 0.0]
+    # a task whose runs all agree has no spread; resampling within tasks keeps their sizes
+    point, low, high = stratified_bootstrap({"a": [1.0, 1.0], "b": [3.0, 3.0, 3.0]}, np.mean)
+    assert point == pytest.approx(2.2) and low == high == pytest.approx(2.2)
+
+
+def test_a_run_in_marl_evals_format(tmp_path):
+    from training.marl_eval import marl_eval_json
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "metrics.csv").write_text(
+        "iteration,env_steps,episode_return_mean,win_rate,test_return_mean,test_battle_won_mean\n"
+        "1,2000,12.0,0.0,8.0,0.25\n2,4000,15.0,0.1,nan,nan\n3,6000,18.0,0.2,20.0,1.0\n"
+    )
+    out = marl_eval_json([("smac/3m-v0", "qmix", 4, run)])
+    entry = out["smac"]["3m-v0"]["qmix"]["run_4"]
+    assert entry["step_0"] == {"step_count": 2000, "return": [8.0], "win_rate": [0.25]}
+    assert entry["step_1"] == {"step_count": 6000, "return": [20.0], "win_rate": [1.0]}
+    assert entry["absolute_metrics"] == {"return": [20.0], "win_rate": [1.0]}

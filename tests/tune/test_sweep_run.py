@@ -131,7 +131,13 @@ def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     html = out / "report" / "report.html"
     md = (out / "report" / "report.md").read_text()
     assert "episode_return_mean over 3 seeds" in md and "95% bootstrap" in md
+    assert "## What ran" in md and "| algo | ippo |" in md and "at least 5" in md
+    assert "## Aggregates (rliable)" in md and "| IQM |" in md
     assert (out / "report" / "figures" / "curve.svg").is_file()
+    runs = json.loads((out / "report" / "marl_eval.json").read_text())["mpe"]
+    (task,) = runs.values()
+    assert sorted(task["ippo"]) == ["run_0", "run_1", "run_2"]
+    assert task["ippo"]["run_0"]["step_0"]["step_count"] > 0
     if chrome_missing():
         pytest.skip(str(chrome_missing()))
     shown = screenshot(html, tmp_path / "report.png")
