@@ -148,8 +148,14 @@ def main(ns) -> int:
         return 2
 
 
-def start(args, opts: ServeOptions) -> dict:
-    """Deploys ``args`` and returns what is served (``/v1/policies``'s list, the URLs)."""
+def say(text: str) -> None:
+    """A status line, flushed at once (a file or a pipe sees it when it happens)."""
+    print(text, flush=True)
+
+
+def start(args, opts: ServeOptions, on_ray=None) -> dict:
+    """Deploys ``args`` and returns what is served (``/v1/policies``'s list, the URLs);
+    ``on_ray()`` is called once Ray is up (Ray installs its own signal handlers then)."""
     from ray import serve
 
     from serve.app import APP_NAME, make_app, resolve
@@ -157,7 +163,11 @@ def start(args, opts: ServeOptions) -> dict:
     from training import runtime
 
     specs = resolve(args.runs)  # a bad run fails before Ray starts
+    say(f"arena serve: starting Ray for {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
     runtime.connect(opts.address)
+    if on_ray is not None:
+        on_ray()
+    say(f"arena serve: deploying on http://{opts.host}:{opts.port} (the replicas load the weights)")
     serve.start(http_options={"host": opts.host, "port": opts.port})
     serve.run(make_app(args, specs), name=APP_NAME, route_prefix="/", blocking=False)
     url = f"http://{opts.host}:{opts.port}"
@@ -170,24 +180,78 @@ def start(args, opts: ServeOptions) -> dict:
 
 
 def serve_forever(args, opts: ServeOptions) -> int:
+    """Serves until SIGINT or SIGTERM, then shuts Serve and Ray down and returns 0: no
+    traceback, no crash dump, every line flushed. A signal during start-up stops the server
+    once the deployment answers (a second one there ends the process at once)."""
     from ray import serve
 
-    info = start(args, opts)
-    print(f"serving on {info['url']}  (GET /healthz, GET /v1/policies)", flush=True)
+    from training import runtime
+
+    stop, serving = threading.Event(), threading.Event()
+
+    def on_signal(sig, _frame) -> None:
+        if stop.is_set() and not serving.is_set():  # a second one while starting
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        stop.set()
+
+    def install() -> None:  # again once Ray is up: its C++ core installs a SIGTERM handler
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+
+    install()
+    try:
+        info = start(args, opts, on_ray=install)
+    except SystemExit as e:  # ray.init's own SIGTERM handler, while Ray starts
+        if e.code != signal.SIGTERM:
+            raise
+        stop.set()
+    install()
+    serving.set()
+    if stop.is_set():
+        say("arena serve: stopped during start-up")
+        _shutdown(serve, runtime)
+        return 0
+    say(f"serving on {info['url']}  (GET /healthz, GET /v1/policies)")
     for name, url in info["policies"].items():
-        print(f"  {name}: POST {url}", flush=True)
+        say(f"  {name}: POST {url}")
     if info["chat_models"]:
-        models = ", ".join(info["chat_models"])
-        print(
-            f"  OpenAI chat: POST {info['url']}/v1/chat/completions (model: {models})", flush=True
-        )
+        say(f"  OpenAI chat: POST {info['url']}/v1/chat/completions (model: "
+            f"{', '.join(info['chat_models'])})")  # fmt: skip
     if info["metrics"]:
-        print(f"  Prometheus metrics: {info['metrics']}", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        say(f"  Prometheus metrics: {info['metrics']}")
     while not stop.wait(0.5):  # a timed wait lets the signal handler run
         pass
-    print("shutting down", flush=True)
-    serve.shutdown()
+    say("arena serve: shutting down")
+    _shutdown(serve, runtime)
+    say("arena serve: stopped")
     return 0
+
+
+def _shutdown(serve, runtime) -> None:
+    """Serve, then Ray. Ray's own notes about actors it stops on the way (``(raylet) Task
+    ServeController.graceful_shutdown failed ...``) are no news to a user who asked for it:
+    without ``--verbose`` they are kept off the terminal."""
+    import ray
+
+    from training import quiet
+
+    # a second signal while Serve stops would abandon the stop: ignore further ones
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    saved = {}
+    if quiet.enabled():
+        sys.stdout.flush(), sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            saved[fd] = os.dup(fd)
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    try:
+        if ray.is_initialized():
+            serve.shutdown()
+        ray.shutdown()  # also a Ray whose start was interrupted
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
