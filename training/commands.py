@@ -44,6 +44,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--traces", metavar="DIR", help="bc: teacher traces (arena web traces)")
     t.add_argument("--init", metavar="RUN", help="grpo: start from this run's newest weights")
     t.add_argument("--curve-every", type=int, default=0, help="print a line every K iterations")
+    t.add_argument(
+        "--logger",
+        metavar="L1,L2",
+        help="where metrics go: csv,tensorboard (default), wandb (offline unless WANDB_MODE="
+        "online), mlflow (RUN/mlruns or MLFLOW_TRACKING_URI)",
+    )
+    t.add_argument(
+        "--callback",
+        action="append",
+        metavar="MODULE:CLASS",
+        help="a training.run.Callback subclass to add (repeatable)",
+    )
     t.set_defaults(arena_handler="training.commands:run_train")
 
     v = sub.add_parser("eval", help="evaluate a run's policy")
@@ -100,6 +112,8 @@ def run_train(args) -> int:
                 ("--name", args.name),
                 ("--traces", args.traces),
                 ("--init", args.init),
+                ("--logger", args.logger),
+                ("--callback", args.callback),
             )
             if value is not None
         ]
@@ -142,6 +156,9 @@ def run_train(args) -> int:
         for key in ("traces", "init"):
             if getattr(args, key) is not None:
                 set_value(cfg, key, str(Path(getattr(args, key)).resolve()))
+        if args.logger is not None:
+            cfg.loggers = [name.strip() for name in args.logger.split(",") if name.strip()]
+        cfg.callbacks += args.callback or []
         apply_overrides(cfg, args.set or [])
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every

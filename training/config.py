@@ -17,6 +17,7 @@ In YAML the algorithm's settings sit under the algorithm's name::
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -87,6 +88,12 @@ class TrainConfig:
     """How many of the newest checkpoints to keep."""
     env_args: dict[str, Any] = field(default_factory=dict)
     """The env's own arguments (``--set env.NAME=VALUE``)."""
+    loggers: list[str] = field(default_factory=lambda: ["csv", "tensorboard"])
+    """Where each iteration's metrics go: csv (``metrics.csv``), tensorboard (``tb/``), wandb
+    (Weights & Biases, offline unless ``WANDB_MODE=online``), mlflow (``mlruns/`` in the run,
+    or ``MLFLOW_TRACKING_URI``)."""
+    callbacks: list[str] = field(default_factory=list)
+    """More callbacks (``training.run.Callback`` subclasses) as ``module:Class``."""
     settings: Any = None
     """The algorithm's settings (its dataclass; stored in YAML under the algorithm's name)."""
 
@@ -120,6 +127,12 @@ class TrainConfig:
             )
         if self.checkpoint_every <= 0 or self.keep_checkpoints <= 0:
             raise ConfigError("checkpoint_every and keep_checkpoints must be positive")
+        unknown = sorted(set(self.loggers) - set(LOGGERS))
+        if unknown:
+            raise ConfigError(f"unknown logger(s) {unknown}; loggers: {', '.join(LOGGERS)}")
+        for ref in self.callbacks:
+            if not CALLBACK_REF.match(ref):
+                raise ConfigError(f"callback {shorten(ref)} must read module:Class")
         try:
             self.settings.validate()
         except ValueError as e:
@@ -130,6 +143,8 @@ class TrainConfig:
         out.pop("settings")
         out["env_args"] = dict(self.env_args)
         out["frozen"] = list(self.frozen)
+        out["loggers"] = list(self.loggers)
+        out["callbacks"] = list(self.callbacks)
         out[self.algo] = dataclasses.asdict(self.settings)
         return out
 
@@ -157,6 +172,8 @@ class TrainConfig:
 
 
 _TOP = ("settings", "env_args", "algo")
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
+CALLBACK_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def _allowed_keys(cfg: TrainConfig) -> list[str]:

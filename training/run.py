@@ -436,9 +436,122 @@ class ProgressBar(Callback):
         self.bar.stop()
 
 
-def default_callbacks(console=None, curve_every: int = 0) -> list[Callback]:
-    """What ``arena train`` uses: progress bar, metrics.csv, TensorBoard."""
-    return [ProgressBar(console, curve_every), CsvLog(), TensorBoardLog()]
+def _flat(row: dict, learner: dict[str, dict[str, float]]) -> dict[str, float]:
+    """A row and the learner metrics as finite numbers by name (what loggers take)."""
+    out = {k: _num(v) for k, v in row.items()}
+    out.update(
+        {f"learner/{m}/{k}": v for m, metrics in learner.items() for k, v in metrics.items()}
+    )
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+class WandbLog(Callback):
+    """Weights & Biases: the run's config, and every iteration's metrics at its env steps.
+    Offline by default (``wandb/`` in the run directory; ``wandb sync`` uploads it later);
+    ``WANDB_MODE=online`` and a logged-in ``wandb`` send it as it goes. A resumed run goes on
+    in the same W&B run (its id is the run directory's name)."""
+
+    def on_open(self, run: Run) -> None:
+        import wandb
+
+        self.wandb = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "arena"),
+            name=run.dir.name,
+            id=f"{run.cfg.env.replace('/', '-')}-{run.cfg.algo}-{run.dir.name}"[:128],
+            dir=str(run.dir),
+            mode=os.environ.get("WANDB_MODE", "offline"),
+            config=run.cfg.to_dict(),
+            resume="allow",
+            settings=wandb.Settings(silent=True, console="off"),
+        )
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        self.wandb.log(_flat(row, learner), step=int(row["env_steps"]))
+
+    def on_close(self, run: Run) -> None:
+        self.wandb.finish()
+
+
+class MlflowLog(Callback):
+    """MLflow: the run's config as parameters, every iteration's metrics at its env steps, in
+    the tracking store of ``MLFLOW_TRACKING_URI`` or else the run directory's ``mlruns/`` (a
+    local file store: ``mlflow ui --backend-store-uri RUN/mlruns``)."""
+
+    def on_open(self, run: Run) -> None:
+        import mlflow
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:  # the local file store: no server, no database; MLflow 3 asks to opt in
+            uri = (run.dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self.client = mlflow.MlflowClient(tracking_uri=uri)
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "arena")
+        experiment = self.client.get_experiment_by_name(name)
+        eid = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        found = self.client.search_runs([eid], f"tags.arena_run = '{run.dir.resolve()}'")
+        if found:  # a resumed run goes on in its MLflow run
+            self.run_id = found[0].info.run_id
+            self.client.update_run(self.run_id, status="RUNNING")
+        else:
+            made = self.client.create_run(eid, run_name=run.dir.name,
+                                          tags={"arena_run": str(run.dir.resolve())})  # fmt: skip
+            self.run_id = made.info.run_id
+            flat = _flat_config(run.cfg.to_dict())
+            for key, value in flat.items():
+                self.client.log_param(self.run_id, key[:250], str(value)[:6000])
+
+    def on_iteration(self, run, row, learner, checkpoint) -> None:
+        from mlflow.entities import Metric
+
+        step, now = int(row["env_steps"]), int(time.time() * 1000)
+        metrics = [
+            Metric(k.replace("/", "."), v, now, step) for k, v in _flat(row, learner).items()
+        ]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def on_close(self, run: Run) -> None:
+        self.client.set_terminated(self.run_id)
+
+
+def _flat_config(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat_config(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+LOGGER_CALLBACKS = {"csv": CsvLog, "tensorboard": TensorBoardLog, "wandb": WandbLog,
+                    "mlflow": MlflowLog}  # fmt: skip
+
+
+def user_callback(ref: str) -> Callback:
+    """The callback ``module:Class`` names (a :class:`Callback` built without arguments); one
+    that cannot be imported or is no Callback is a :class:`RunError` naming it."""
+    import importlib
+
+    module, _, name = ref.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise RunError(f"callback {ref}: cannot import it ({e})") from None
+    if not (isinstance(cls, type) and issubclass(cls, Callback)):
+        raise RunError(f"callback {ref} is not a training.run.Callback subclass")
+    return cls()
+
+
+def default_callbacks(
+    console=None, curve_every: int = 0, cfg: TrainConfig | None = None
+) -> list[Callback]:
+    """What ``arena train`` uses: the progress bar, the run's loggers (metrics.csv and
+    TensorBoard unless ``cfg.loggers`` says otherwise) and its own callbacks."""
+    loggers = cfg.loggers if cfg is not None else ["csv", "tensorboard"]
+    callbacks: list[Callback] = [ProgressBar(console, curve_every)]
+    callbacks += [LOGGER_CALLBACKS[name]() for name in loggers]
+    callbacks += [user_callback(ref) for ref in (cfg.callbacks if cfg is not None else [])]
+    return callbacks
 
 
 def train(
@@ -455,7 +568,8 @@ def train(
 ) -> Path:
     """Trains ``cfg`` to its target with the default callbacks (or resumes the run directory
     ``resume``, see :meth:`Run.resume`); returns the run directory."""
-    callbacks = default_callbacks(console, curve_every)
+    loaded = load_config(Path(resume)) if resume else cfg
+    callbacks = default_callbacks(console, curve_every, loaded)
     if resume:
         run = Run.resume(
             resume,
