@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import stat
 import tempfile
 
 # Set before Ray (and torch) start threads; workers inherit them through the runtime env.
@@ -27,6 +28,53 @@ def local_resources() -> dict:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"num_cpus": cpus or 1, "object_store_memory": int(min(OBJECT_STORE_CAP, 0.1 * mem))}
+
+
+KEEP_ENDED_SESSIONS = 3
+"""Folders of ended embedded Ray sessions kept (their logs), newest first; older ones go."""
+
+
+def private_temp_root() -> str:
+    """The embedded Ray's temp root: ``<tmp>/arena-ray-<uid>``, owner-only (0700). Where that
+    name is taken by another user, or is no plain folder of ours, a fresh unpredictable one
+    (``mkdtemp``) instead: nobody else can plant or read what Ray keeps there."""
+    root = os.path.join(tempfile.gettempdir(), f"arena-ray-{os.getuid()}")
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        info = os.lstat(root)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return tempfile.mkdtemp(prefix="arena-ray-")
+        os.chmod(root, 0o700)
+    return root
+
+
+def prune_sessions(root: str, keep: int = KEEP_ENDED_SESSIONS) -> None:
+    """Removes the folders of ended Ray sessions under ``root`` but the newest ``keep`` (a
+    session folder ends in its driver's PID; a live driver's is never touched)."""
+    import shutil
+
+    ended = []
+    for entry in os.scandir(root):
+        name = entry.name
+        if not (name.startswith("session_2") and entry.is_dir(follow_symlinks=False)):
+            continue
+        pid = name.rsplit("_", 1)[-1]
+        if pid.isdigit() and _alive(int(pid)):
+            continue
+        ended.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+    for _, path in sorted(ended, reverse=True)[keep:]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def require_token(token: str) -> None:
@@ -83,12 +131,18 @@ def connect(
                 include_dashboard=dashboard,
                 dashboard_host="127.0.0.1",
                 **({"dashboard_port": dashboard_port} if dashboard_port else {}),
-                _temp_dir=temp_dir or os.path.join(tempfile.gettempdir(), "arena-ray"),
+                _temp_dir=temp_dir or _session_root(),
                 **res,
                 **common,
             )
     envs.registry.register_with_ray()
     return ray.cluster_resources()
+
+
+def _session_root() -> str:
+    root = private_temp_root()
+    prune_sessions(root)
+    return root
 
 
 def shutdown() -> None:
