@@ -45,6 +45,8 @@ def main() -> None:
         ax.set_ylabel(column.removeprefix("episode_").replace("_", " "))
         ax.set_title(f"{family}/{env} ({Path(run).parent.name})", fontsize=10)
         ax.grid(alpha=0.3)
+        if column in ("test_battle_won_mean", "win_rate", "episode_success"):
+            ax.set_ylim(-0.02, 1.02)  # a share: the whole range, so runs compare by eye
         minutes = float(rows[-1]["time_s"]) / 60
         print(json.dumps({"run": run, "column": column, "first": values[0], "last": values[-1],
                           "env_steps": int(rows[-1]["env_steps"]), "minutes": round(minutes, 1)}))  # fmt: skip

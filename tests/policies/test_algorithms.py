@@ -33,10 +33,13 @@ def trained_modules(result) -> dict:
 VECTOR_ALGOS = [
     n
     for n in algorithm.names()
-    if algorithm.get(n).capabilities.obs_kinds != {"text"} and n != "selfplay"
+    if algorithm.get(n).losses == algorithm.PPO_LOSSES
+    and algorithm.get(n).capabilities.obs_kinds != {"text"}
+    and n != "selfplay"
 ]
-"""Algorithms of vector envs (bc and grpo train language models: tests/policies/test_lm.py;
-selfplay plays two-team games: tests/policies/test_selfplay.py)."""
+"""PPO's algorithms of vector envs (bc and grpo train language models: tests/policies/test_lm.py;
+selfplay plays two-team games: tests/policies/test_selfplay.py; the value-based ones:
+tests/policies/test_q*.py and tests/training/test_q_runs.py)."""
 
 
 @pytest.mark.parametrize("algo", VECTOR_ALGOS)
