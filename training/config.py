@@ -178,19 +178,22 @@ CALLBACK_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def _allowed_keys(cfg: TrainConfig) -> list[str]:
     top = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in _TOP]
-    return top + _setting_keys(cfg.settings) + ["env.<argument>"]
+    return top + _setting_keys(cfg.settings, nested_as="{}.<key>") + ["env.<argument>"]
 
 
-def _setting_keys(settings: Any, prefix: str = "") -> list[str]:
+def _setting_keys(settings: Any, prefix: str = "", nested_as: str = "") -> list[str]:
     """Every settable key of a settings dataclass: its fields, then each nested group's as
-    ``group.key`` (``model.hidden``, ``hyper.embedding_dim``)."""
+    ``group.key`` (``model.hidden``, ``hyper.embedding_dim``), or with ``nested_as`` one
+    entry per group (``model.<key>``) so the top-level list stays one readable line."""
     own, nested = [], []
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
-        if dataclasses.is_dataclass(value):
-            nested += _setting_keys(value, f"{prefix}{f.name}.")
-        else:
+        if not dataclasses.is_dataclass(value):
             own.append(f"{prefix}{f.name}")
+        elif nested_as:
+            nested.append(nested_as.format(f"{prefix}{f.name}"))
+        else:
+            nested += _setting_keys(value, f"{prefix}{f.name}.")
     return own + nested
 
 
@@ -278,7 +281,14 @@ def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
         target, label = inner, f"{label}{group}."
     if target is not None and _set_field(target, leaf, value, label):
         return
-    raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(_allowed_keys(cfg))}")
+    if not groups:
+        allowed = _allowed_keys(cfg)
+    elif target is not None:
+        allowed = _setting_keys(target, label)
+    else:  # an unknown group: name the groups, not every key
+        groups_of = _setting_keys(cfg.settings, nested_as="{}.<key>")
+        allowed = [k for k in groups_of if k.endswith(".<key>")] + ["env.<argument>"]
+    raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(allowed)}")
 
 
 def _field_names(target: Any) -> set[str]:
