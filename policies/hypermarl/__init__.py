@@ -15,9 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
-from policies.diversity import METRICS
 from policies.hypermarl.module import HyperActorCritic, HyperSettings
-from policies.ppo import PPOSettings, configure_ppo, declare_ppo
+from policies.ppo import PPO_METRICS, PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 
@@ -63,7 +62,7 @@ def algorithm(name: str, centralised_critic: bool) -> AlgorithmInfo:
         capabilities=Capabilities(groups=False, needs_state=centralised_critic),
         declare=declare,
         configure=configure_ppo,
-        metrics=METRICS,
+        metrics=PPO_METRICS,
         warm_start=warm_start,
         example_env="mpe/dispersion-v0",
     )

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, Capabilities
-from policies.diversity import METRICS
-from policies.ppo import PPOSettings, configure_ppo, declare_ppo
+from policies.ppo import PPO_METRICS, PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 
@@ -31,6 +30,6 @@ ALGORITHM = AlgorithmInfo(
     capabilities=Capabilities(),
     declare=declare,
     configure=configure_ppo,
-    metrics=METRICS,
+    metrics=PPO_METRICS,
     warm_start=warm_start,
 )

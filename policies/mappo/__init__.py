@@ -14,8 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities
-from policies.diversity import METRICS
-from policies.ppo import PPOSettings, configure_ppo, declare_ppo
+from policies.ppo import PPO_METRICS, PPOSettings, configure_ppo, declare_ppo
 from policies.ppo.demos import warm_start
 
 # The MAPPO paper's SMAC setup (github.com/marlbenchmark/on-policy, onpolicy/config.py and
@@ -101,6 +100,6 @@ ALGORITHM = AlgorithmInfo(
     prepare=paper_settings,
     declare=declare,
     configure=configure_ppo,
-    metrics=METRICS,
+    metrics=PPO_METRICS,
     warm_start=warm_start,
 )

@@ -22,11 +22,16 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 import envs
 from policies.algorithm import AlgorithmMismatch, RunOptions
 from policies.batch import BatchSpec
+from policies.diversity import METRICS as DIVERSITY_METRICS
 from policies.diversity import DiversityCallback
 from policies.mapping import plan_modules, slot_to_dict
 from policies.modules import ActorCritic, ModelSettings
 from policies.ppo.array_path import ArrayPPO
 from policies.sampling import VectorEnvRunner
+from policies.testing import TEST_METRICS, GreedyTests, default_interval
+
+PPO_METRICS = (*DIVERSITY_METRICS, *TEST_METRICS)
+"""The columns a PPO-family run adds to ``metrics.csv``: policy diversity and greedy tests."""
 
 
 @dataclass
@@ -70,6 +75,12 @@ class PPOSettings:
     """Passes over the demonstrations when cloning them."""
     demo_log_std: float = -1.5
     """The Gaussian's log standard deviation after cloning (exploration around the clone)."""
+    test_interval: int | None = None
+    """Env steps between greedy test episodes (PyMARL's ``test_interval``; the first at the
+    start), logged as ``test_return_mean`` and ``test_battle_won_mean``. None: 10,000 on SMAC
+    envs, none elsewhere; 0: none."""
+    test_nepisode: int = 32
+    """Greedy episodes per test (PyMARL's ``test_nepisode``)."""
 
     def validate(self) -> None:
         finite = all(
@@ -101,6 +112,8 @@ class PPOSettings:
             "num_epochs": self.num_epochs > 0,
             "demo_epochs": self.demo_epochs > 0,
             "demo_log_std": -5 <= self.demo_log_std <= 1,
+            "test_interval": self.test_interval is None or self.test_interval >= 0,
+            "test_nepisode": 0 < self.test_nepisode <= 4096,
             # More envs than a batch has env steps would sample nothing useful (and allocate
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
@@ -114,7 +127,7 @@ class PPOSettings:
                 f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
                 "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1], "
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
-                "in [-5, 1])"
+                "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096)"
             )
 
 
@@ -218,11 +231,20 @@ def configure_ppo(
             train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, opts.learners)),
             minibatch_size=settings.minibatch_size,
             num_epochs=settings.num_epochs,
+            learner_config_dict={"greedy_tests": greedy_tests(env_id, settings)},
         )
-        .callbacks(DiversityCallback)
+        .callbacks([DiversityCallback, GreedyTests])
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=opts.seed)
     )
+
+
+def greedy_tests(env_id: str, settings: PPOSettings) -> dict[str, int]:
+    """The cadence :class:`policies.testing.GreedyTests` reads."""
+    interval = settings.test_interval
+    if interval is None:
+        interval = default_interval(env_id)
+    return {"interval": interval, "episodes": settings.test_nepisode}
 
 
 def sampler_bytes(multi: MultiRLModuleSpec, settings: PPOSettings, num_env_runners: int) -> int:

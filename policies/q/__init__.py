@@ -35,6 +35,7 @@ from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities, R
 from policies.batch import BatchSpec
 from policies.mapping import plan_modules, slot_to_dict
 from policies.q.module import QModelSettings, QNetwork
+from policies.testing import TEST_METRICS
 
 MIXER = "mixer"
 """The module id of a mixer's learner-only module (QMIX's hypernetworks)."""
@@ -66,7 +67,7 @@ class Mixer:
 Q_LOSSES = ("td_loss", "td_error_abs", "q_taken_mean", "target_mean", "grad_norm")
 """The Q-learner's metrics, a column per agent module (``policies.q.learner``)."""
 
-Q_METRICS = ("epsilon", "replay_episodes", "updates", "test_return_mean", "test_battle_won_mean")
+Q_METRICS = ("epsilon", "replay_episodes", "updates", *TEST_METRICS)
 """What the Q algorithms add to ``metrics.csv``: the exploration rate, the replay's fill, the
 updates so far, and the greedy test episodes' mean team return and win rate (PyMARL's
 ``test_return_mean`` and ``test_battle_won_mean``)."""

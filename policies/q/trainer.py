@@ -17,10 +17,7 @@ the loop's counters are part of the algorithm's state: a resumed run goes on wit
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -35,15 +32,12 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-import envs
 from policies.batch import BatchSpec
 from policies.q import MIXER
 from policies.q.learner import QLearner
 from policies.q.module import QNetwork
 from policies.q.replay import EpisodeReplay
-
-TEST_SEED = 1_000_000
-"""Test episodes' envs are seeded from here, apart from the training envs."""
+from policies.testing import greedy_test, make_test_envs, policy_of
 
 
 def epsilon(t: int, start: float, finish: float, anneal: int) -> float:
@@ -196,25 +190,12 @@ class QAlgorithm(Algorithm):
 
     # -- greedy tests -------------------------------------------------------------------------
     def _test(self) -> dict[str, float]:
-        """``test_nepisode`` greedy episodes with the EnvRunners' current modules: the mean
-        team return and, where the env reports it, the share of battles won."""
-        from policies.inference import ModulePolicy, Policy, test_episodes
-
-        s = self.settings
+        """``test_nepisode`` greedy episodes with the EnvRunners' current modules."""
         runner = self.env_runner_group.local_env_runner
         if self._test_env is None:
-            self._test_env = envs.make_vector(
-                self.config.env,
-                s["test_nepisode"],
-                seed=TEST_SEED + int(self.config.seed or 0),
-                **dict(self.config.env_config),
+            cfg = self.config
+            self._test_env = make_test_envs(
+                cfg.env, dict(cfg.env_config), self.settings["test_nepisode"], cfg.seed
             )
-        policy = Policy({mid: ModulePolicy(runner.module[mid]) for mid in runner.modules})
-        with torch.no_grad():
-            played = test_episodes(policy, self._test_env)
-        out = {"test_return_mean": float(played["team_return"].mean())}
-        if played["won"] is not None:
-            out["test_battle_won_mean"] = float(played["won"].mean())
-        else:
-            out["test_battle_won_mean"] = math.nan
-        return out
+        modules = {mid: runner.module[mid] for mid in runner.modules}
+        return greedy_test(policy_of(modules), self._test_env)
