@@ -23,8 +23,9 @@ with ``arena_handler="module:function"``, imported only when that command runs),
 ``arena --help`` and ``arena SUB --help`` import no torch, RLlib or Serve.
 
 Bad input (an unknown env id or ``--set`` key, a value of the wrong type, a run without a
-checkpoint) prints one line and exits with status 2. Library warnings are hidden unless
-``--verbose``.
+checkpoint) prints one line and exits with status 2; any other ``ValueError`` or
+``RecursionError`` does too, as ``arena: error: TYPE: message`` (``--verbose`` shows its
+traceback). Library warnings are hidden unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def handler(ref: str):
     return getattr(importlib.import_module(module), name)
 
 
+MAX_ERROR = 540
+"""Characters of an error message printed (the rest is cut: a message may quote the input)."""
+
+
+def one_line(text: str, limit: int = MAX_ERROR) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -86,7 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, RunError, EnvError, AlgorithmMismatch, FileNotFoundError) as e:
         if args.verbose:
             traceback.print_exc()
-        print(f"arena: error: {e}", file=sys.stderr)
+        print(f"arena: error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    except (ValueError, RecursionError) as e:
+        # The safety net for bad input that no check above caught (a library's ValueError, a
+        # parser's RecursionError): one line naming the error; --verbose shows where.
+        if args.verbose:
+            traceback.print_exc()
+        text = one_line(f"{type(e).__name__}: {e}", MAX_ERROR - 40)
+        print(f"arena: error: {text} (--verbose shows the traceback)", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print(f"arena: interrupted; {e or 'resume with --resume RUN'}", file=sys.stderr)

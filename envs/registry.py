@@ -44,7 +44,12 @@ EXTRAS = {"mpe2": "mpe", "mujoco": "mujoco", "selenium": "web", "miniwob": "web"
 
 
 class EnvError(ValueError):
-    """A bad env id or env argument; the message says what is allowed."""
+    """A bad env id or env argument (or argument of an envs command); the message says what
+    is allowed."""
+
+
+MAX_INT_ARG = 2**31 - 1
+"""The largest integer env argument any env takes (a seed); larger ones overflow NumPy."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,12 @@ def check_args(env_spec: EnvSpec, cfg: dict[str, Any]) -> None:
             f"{env_spec.id} takes no argument {', '.join(unknown)}; "
             f"allowed: {', '.join(allowed) or 'none'}"
         )
+    for key, value in cfg.items():  # the families bound their sizes; this, any integer
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT_ARG:
+            raise EnvError(
+                f"{env_spec.id}: {key}={str(value)[:40]} is out of range; an integer env "
+                f"argument is at most {MAX_INT_ARG} in size"
+            )
     if env_spec.validate is not None:
         try:
             env_spec.validate(cfg)

@@ -59,25 +59,41 @@ class ModelSettings:
         self.conv_channels = [16, 32] if self.conv_channels is None else self.conv_channels
 
     MAX_LAYER = 16384
+    MAX_LAYERS = 64
     MAX_HIDDEN_WEIGHTS = 50_000_000
+    MAX_SEQ_LEN = 1024
+    MAX_CONV_LAYERS = 8
 
     def problems(self) -> list[str]:
         bad = []
-        if not self.hidden or any(h <= 0 or h > self.MAX_LAYER for h in self.hidden):
-            bad.append(f"model.hidden={self.hidden!r} (layer sizes in 1..{self.MAX_LAYER})")
+        hidden = f"model.hidden={shown(self.hidden)}"
+        if not self.hidden or len(self.hidden) > self.MAX_LAYERS:
+            bad.append(f"{hidden} (1..{self.MAX_LAYERS} layers)")
+        elif any(h <= 0 or h > self.MAX_LAYER for h in self.hidden):
+            bad.append(f"{hidden} (layer sizes in 1..{self.MAX_LAYER})")
         elif sum(a * b for a, b in zip(self.hidden[:-1], self.hidden[1:], strict=True)) > (
             self.MAX_HIDDEN_WEIGHTS
         ):  # actor and critic each: refuse what would take gigabytes before allocating it
-            bad.append(f"model.hidden={self.hidden!r} (over {self.MAX_HIDDEN_WEIGHTS:,} weights)")
+            bad.append(f"{hidden} (over {self.MAX_HIDDEN_WEIGHTS:,} weights)")
         if self.activation not in ("tanh", "relu"):
-            bad.append(f"model.activation={self.activation!r} (tanh or relu)")
-        if self.max_seq_len <= 0:
-            bad.append(f"model.max_seq_len={self.max_seq_len} (positive)")
-        if not self.conv_channels or any(c <= 0 for c in self.conv_channels):
-            bad.append(f"model.conv_channels={self.conv_channels!r} (positive)")
-        if self.token_embedding <= 0:
-            bad.append(f"model.token_embedding={self.token_embedding} (positive)")
+            bad.append(f"model.activation={shown(self.activation)} (tanh or relu)")
+        if not 0 < self.max_seq_len <= self.MAX_SEQ_LEN:  # batches are padded to it
+            bad.append(f"model.max_seq_len={self.max_seq_len} (in 1..{self.MAX_SEQ_LEN})")
+        channels = f"model.conv_channels={shown(self.conv_channels)}"
+        if not self.conv_channels or len(self.conv_channels) > self.MAX_CONV_LAYERS:
+            bad.append(f"{channels} (1..{self.MAX_CONV_LAYERS} layers)")
+        elif any(c <= 0 or c > self.MAX_LAYER for c in self.conv_channels):
+            bad.append(f"{channels} (channels in 1..{self.MAX_LAYER})")
+        if not 0 < self.token_embedding <= self.MAX_LAYER:
+            bad.append(f"model.token_embedding={self.token_embedding} (in 1..{self.MAX_LAYER})")
         return bad
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error line quotes what was given, not
+    all 300,000 entries of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:

@@ -52,17 +52,56 @@ def run_dir_for(cfg: TrainConfig, out: str, name: str | None) -> Path:
     return Path(out) / cfg.env / cfg.algo / name
 
 
-def latest_checkpoint(run: Path) -> Path:
-    """The newest complete checkpoint of ``run``, or a :class:`RunError`."""
+CHECKPOINT_NAME = re.compile(r"^iter_\d{1,12}$")
+
+
+def _pointed(run: Path) -> tuple[Path | None, str]:
+    """The complete checkpoint ``checkpoints/latest`` names, or None and why not. A pointer
+    that names a path rather than a checkpoint folder of this run is a :class:`RunError`:
+    it is never followed."""
     if not (run / "config.yaml").exists():
         raise RunError(f"{run} is not a run directory (no config.yaml)")
-    pointer = run / "checkpoints" / "latest"
+    ckdir = run / "checkpoints"
+    pointer = ckdir / "latest"
     if not pointer.exists():
-        raise RunError(f"{run} has no checkpoint yet (no checkpoints/latest)")
-    ckpt = run / "checkpoints" / pointer.read_text().strip()
-    if not (ckpt / "arena.json").exists():
-        raise RunError(f"{run}: checkpoint {ckpt.name} is incomplete")
-    return ckpt
+        if not any(ckdir.glob("iter_*")):
+            raise RunError(f"{run} has no checkpoint yet (no checkpoints/latest)")
+        return None, f"{pointer} is missing"
+    try:
+        name = pointer.read_text(errors="replace").strip()[:200]
+    except OSError as e:
+        return None, f"{pointer} cannot be read ({e.strerror})"
+    if "/" in name or "\\" in name or name.startswith("."):
+        raise RunError(
+            f"{pointer} names {name[:80]!r}, not a checkpoint of this run (iter_N in {ckdir}); "
+            "pick one with --checkpoint iter_N"
+        )
+    if not CHECKPOINT_NAME.match(name):
+        return None, f"{pointer} is damaged (it names {name[:40]!r}, not iter_N)"
+    if not (ckdir / name / "arena.json").is_file():
+        return None, f"checkpoint {name} (named by {pointer}) is missing or incomplete"
+    return ckdir / name, ""
+
+
+def _complete(run: Path) -> list[Path]:
+    """The run's checkpoint folders with an ``arena.json``, newest first."""
+    ckdir = run / "checkpoints"
+    found = [p for p in ckdir.glob("iter_*") if CHECKPOINT_NAME.match(p.name)]
+    return sorted((p for p in found if (p / "arena.json").is_file()), reverse=True)
+
+
+def latest_checkpoint(run: Path) -> Path:
+    """The newest complete checkpoint of ``run``, or a :class:`RunError`. A damaged or
+    missing ``latest`` pointer falls back to the newest checkpoint with an ``arena.json``,
+    with one warning line."""
+    ckpt, problem = _pointed(run)
+    if ckpt is not None:
+        return ckpt
+    complete = _complete(run)
+    if not complete:
+        raise RunError(f"{run}: {problem}, and no other checkpoint is complete")
+    print(f"arena: warning: {problem}; using {complete[0].name} instead", file=sys.stderr)
+    return complete[0]
 
 
 def load_config(run: Path) -> TrainConfig:
@@ -71,7 +110,11 @@ def load_config(run: Path) -> TrainConfig:
     if not (run / "config.yaml").exists():
         raise RunError(f"{run} is not a run directory (no config.yaml)")
     try:
-        cfg = TrainConfig.from_dict(read_config_file(run / "config.yaml"))
+        data = read_config_file(run / "config.yaml")  # its errors name the file already
+    except ConfigError as e:
+        raise RunError(str(e)) from None
+    try:
+        cfg = TrainConfig.from_dict(data)
         cfg.validate()
     except ConfigError as e:
         raise RunError(f"{run / 'config.yaml'}: {e}") from None
@@ -165,22 +208,44 @@ def verify_weights(ckpt: Path) -> None:
     checkpoint_meta(ckpt)
 
 
+def resumable_meta(ckpt: Path) -> dict:
+    """:func:`checkpoint_meta`, and for a checkpoint whose ``arena.json`` lists no files
+    (written before Arena recorded them) a check that every module's RLlib folder is there:
+    RLlib would quietly start a missing module from fresh weights."""
+    meta = checkpoint_meta(ckpt)
+    if "files" in meta:
+        return meta
+    modules = ckpt / "learner_group" / "learner" / "rl_module"
+    have = {p.name for p in modules.iterdir() if p.is_dir()} if modules.is_dir() else set()
+    want = {p.stem for p in (ckpt / "weights").glob("*.pt")}
+    missing = sorted(want - have) if want else ([] if have else ["any module"])
+    if missing:
+        raise RunError(
+            f"{ckpt.name} is an old-format checkpoint (arena.json lists no files) and "
+            f"{modules} lacks {', '.join(missing[:5])}; resume another with --checkpoint iter_N"
+        )
+    return meta
+
+
 def resume_checkpoint(run: Path, name: str | None) -> tuple[Path, dict]:
     """The checkpoint to resume: ``name`` (``iter_N``) if given, else the newest one that
-    verifies; a damaged newer one is skipped with one warning line."""
+    verifies; a damaged newer one (or a damaged ``latest`` pointer) is skipped with one
+    warning line."""
     ckdir = run / "checkpoints"
     if name is not None:
         ckpt = ckdir / name
-        if not ckpt.is_dir():
+        if not CHECKPOINT_NAME.match(name) or not ckpt.is_dir():
             have = sorted(p.name for p in ckdir.glob("iter_*")) if ckdir.is_dir() else []
-            raise RunError(f"{run} has no checkpoint {name!r}; it has {have or 'none'}")
-        return ckpt, checkpoint_meta(ckpt)
-    latest = latest_checkpoint(run).name
-    candidates = sorted((p for p in ckdir.glob("iter_*") if p.name <= latest), reverse=True)
-    problems = []
-    for ckpt in candidates:
+            raise RunError(f"{run} has no checkpoint {name[:80]!r}; it has {have or 'none'}")
+        return ckpt, resumable_meta(ckpt)
+    pointed, problem = _pointed(run)
+    candidates = [p for p in ckdir.glob("iter_*") if CHECKPOINT_NAME.match(p.name)]
+    if pointed is not None:  # never newer than latest: those are an abandoned attempt's
+        candidates = [p for p in candidates if p.name <= pointed.name]
+    problems = [problem] if problem else []
+    for ckpt in sorted(candidates, reverse=True):
         try:
-            meta = checkpoint_meta(ckpt)
+            meta = resumable_meta(ckpt)
         except RunError as e:
             problems.append(str(e))
             continue

@@ -110,7 +110,7 @@ class TrainConfig:
         envs.registry.check_args(envs.spec(self.env), self.env_args)
         if self.algo not in algorithms.names():
             raise ConfigError(
-                f"unknown algorithm {self.algo!r}; allowed: {', '.join(algorithms.names())}"
+                f"unknown algorithm {shorten(self.algo)}; allowed: {', '.join(algorithms.names())}"
             )
         for name in ("iterations", "timesteps"):
             value = getattr(self, name)
@@ -123,13 +123,15 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.policies not in SHARING:
             raise ConfigError(
-                f"policies must be one of {', '.join(SHARING)}, got {self.policies!r}"
+                f"policies must be one of {', '.join(SHARING)}, got {shorten(self.policies)}"
             )
         if self.checkpoint_every <= 0 or self.keep_checkpoints <= 0:
             raise ConfigError("checkpoint_every and keep_checkpoints must be positive")
         unknown = sorted(set(self.loggers) - set(LOGGERS))
         if unknown:
-            raise ConfigError(f"unknown logger(s) {unknown}; loggers: {', '.join(LOGGERS)}")
+            raise ConfigError(
+                f"unknown logger(s) {shorten(unknown)}; loggers: {', '.join(LOGGERS)}"
+            )
         for ref in self.callbacks:
             if not CALLBACK_REF.match(ref):
                 raise ConfigError(f"callback {shorten(ref)} must read module:Class")
@@ -158,7 +160,9 @@ class TrainConfig:
         # Settings sit under the algorithm's name; runs before v2 kept PPO's under 'ppo'.
         settings = data.pop(cfg.algo, None) or data.pop("ppo", None) or {}
         if not isinstance(settings, dict):
-            raise ConfigError(f"'{cfg.algo}' must be a mapping of settings, got {settings!r}")
+            raise ConfigError(
+                f"'{cfg.algo}' must be a mapping of settings, got {shorten(settings)}"
+            )
         for name in algorithms.names():
             if name in data:
                 raise ConfigError(f"settings for {name!r} but the algorithm is {cfg.algo!r}")
@@ -240,7 +244,7 @@ def _set_field(target: Any, key: str, value: Any, label: str) -> bool:
     if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
         for k, v in value.items():
             if not _set_field(getattr(target, key), k, v, f"{label}{key}."):
-                raise ConfigError(f"unknown config key {label}{key}.{k!r}")
+                raise ConfigError(f"unknown config key {label}{key}.{shorten(k)}")
         return True
     setattr(target, key, _coerce(f"{label}{key}", hints[key], value))
     return True
@@ -251,7 +255,7 @@ def set_field(target: Any, key: str, value: Any) -> None:
     key is an error that names the allowed ones."""
     if not _set_field(target, key, value, ""):
         allowed = ", ".join(f.name for f in dataclasses.fields(target))
-        raise ConfigError(f"unknown key {key!r}; allowed: {allowed}")
+        raise ConfigError(f"unknown key {shorten(key)}; allowed: {allowed}")
 
 
 def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
@@ -288,7 +292,7 @@ def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
     else:  # an unknown group: name the groups, not every key
         groups_of = _setting_keys(cfg.settings, nested_as="{}.<key>")
         allowed = [k for k in groups_of if k.endswith(".<key>")] + ["env.<argument>"]
-    raise ConfigError(f"unknown config key {key!r}; allowed: {', '.join(allowed)}")
+    raise ConfigError(f"unknown config key {shorten(key)}; allowed: {', '.join(allowed)}")
 
 
 def _field_names(target: Any) -> set[str]:
@@ -304,11 +308,16 @@ def parse_overrides(pairs: list[str]) -> list[tuple[str, Any]]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--set takes key=value, got {pair!r}")
+            raise ConfigError(f"--set takes key=value, got {shorten(pair)}")
         try:
             value = yaml.load(raw, Loader=_NoAliases)  # noqa: S506 - a SafeLoader
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {key}: cannot read value {shorten(raw)}") from None
+        except ConfigError:
+            raise
+        except (yaml.YAMLError, ValueError, RecursionError) as e:
+            # ValueError: an integer of over 4,300 digits; RecursionError: nested too deep
+            raise ConfigError(
+                f"--set {shorten(key, 40)}: cannot read value {shorten(raw)} ({type(e).__name__})"
+            ) from None
         out.append((key.strip(), value))
     return out
 
@@ -344,11 +353,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     file is a :class:`ConfigError` naming it."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:  # at most one byte past the limit: /dev/zero never ends
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: {len(raw)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+        raise ConfigError(
+            f"{path}: more than {MAX_CONFIG_BYTES} bytes; a config is at most {MAX_CONFIG_BYTES}"
+        )
     try:
         data = yaml.load(raw.decode("utf-8"), Loader=_NoAliases)  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError:
@@ -357,6 +369,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0][:120]})") from None
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+    except ValueError as e:  # an integer of over 4,300 digits (Python's int limit)
+        raise ConfigError(f"{path}: not a valid config ({shorten(str(e), 120)})") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(
+            f"{path}: YAML nested too deep (Python's recursion limit); a config nests a few levels"
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

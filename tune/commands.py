@@ -15,7 +15,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("name", nargs="?", choices=list(SWEEPS), help="the sweep (tune/sweeps/)")
     s.add_argument("--samples", type=int, help="seeds (seeds), configurations (the others)")
-    s.add_argument("--max-concurrent", type=int, default=0, help="trials at once (default: CPUs)")
+    s.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        help="trials at once (default: CPUs; kept for --resume)",
+    )
     s.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
     s.add_argument("--out", help="sweep directory (default: sweeps/<name>-<time>)")
     s.add_argument("--resume", action="store_true", help="go on with the sweep in --out")
@@ -48,9 +53,14 @@ def run_sweep_command(args) -> int:
         raise ConfigError("--resume needs --out SWEEP_DIR (the sweep to go on with)")
     if not (args.name or args.resume):
         raise ConfigError("sweep needs a NAME (seeds, sensitivity, compute_allocation)")
+    from tune.results import MAX_CONCURRENT
+
+    k = args.max_concurrent
+    if k is not None and not 0 <= k <= MAX_CONCURRENT:
+        raise ConfigError(f"--max-concurrent must be in 0..{MAX_CONCURRENT} (0: CPUs), got {k}")
     values = dict(parse_overrides(args.set or []))
     if args.samples is not None:
-        values["samples"] = args.samples
+        values["samples"] = args.samples  # bounded with the sweep's settings (make_sweep)
     out = Path(args.out or f"sweeps/{args.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     from tune.runner import run_sweep
 

@@ -23,20 +23,34 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from training.config import ConfigError
+from training.config import ConfigError, read_config_file
 
+MAX_CONCURRENT = 4096
+"""The most trials at once (``--max-concurrent``; 0: one per CPU)."""
 LABEL_ORDER = ("arm", "fraction", "config", "seed")
 """The labels a trial table shows, in this order (those a sweep has)."""
 
 
 def read_sweep(sweep_dir: Path) -> dict:
-    """``sweep.yaml``: ``{"name": ..., "values": {...}}``."""
+    """``sweep.yaml``: ``{"name": ..., "values": {...}, "max_concurrent": K}``, checked (as a
+    config file is: size, UTF-8, YAML, a mapping); a damaged one is a :class:`ConfigError`
+    naming it."""
+    from tune.sweeps import SWEEPS
+
     path = Path(sweep_dir) / "sweep.yaml"
     if not path.is_file():
         raise ConfigError(f"{sweep_dir} is not a sweep directory (no sweep.yaml)")
-    return yaml.safe_load(path.read_text())
+    saved = read_config_file(path)
+    name = saved.get("name")
+    if not (isinstance(name, str) and name in SWEEPS and isinstance(saved.get("values"), dict)):
+        raise ConfigError(
+            f"{path}: needs 'name' (one of {', '.join(SWEEPS)}) and 'values' (a mapping)"
+        )
+    k = saved.setdefault("max_concurrent", 0)  # sweeps written before it was kept: CPUs
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_CONCURRENT:
+        raise ConfigError(f"{path}: max_concurrent must be in 0..{MAX_CONCURRENT}, got {k!r}")
+    return saved
 
 
 def trial_dirs(stage_dir: Path) -> list[Path]:

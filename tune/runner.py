@@ -145,23 +145,29 @@ def tell_dashboard(console: Console, out: Path, embedded: bool) -> None:
     console.print("\n".join(lines))
 
 
-def prepare(name: str | None, values: dict, out: Path, resume: bool):
-    """The sweep to run in ``out``: a new one (``out`` empty or absent), or with ``resume``
-    the one ``out/sweep.yaml`` holds (settings may not change)."""
+def prepare(name: str | None, values: dict, out: Path, resume: bool, max_concurrent=None):
+    """The sweep to run in ``out`` and its trials at once (0: one per CPU): a new one (``out``
+    empty or absent), or with ``resume`` the one ``out/sweep.yaml`` holds (settings may not
+    change)."""
     if resume:
         saved = read_sweep(out)
         if name and name != saved["name"]:
             raise ConfigError(f"{out} holds a {saved['name']} sweep, not {name}")
         if values:
             raise ConfigError("--resume goes on with the sweep as it was set; drop --set")
-        return make_sweep(saved["name"], saved["values"])
+        if max_concurrent is not None and max_concurrent != saved["max_concurrent"]:
+            raise ConfigError(
+                f"--resume goes on with the sweep as it was set (--max-concurrent "
+                f"{saved['max_concurrent']}); drop --max-concurrent"
+            )
+        return make_sweep(saved["name"], saved["values"]), saved["max_concurrent"]
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} exists already; resume it with --resume, or pick another --out")
     sweep = make_sweep(name, values)
     out.mkdir(parents=True, exist_ok=True)
-    saved = {"name": name, "values": sweep_values(sweep)}
+    saved = {"name": name, "values": sweep_values(sweep), "max_concurrent": max_concurrent or 0}
     write_atomic(out / "sweep.yaml", yaml.safe_dump(saved, sort_keys=False))
-    return sweep
+    return sweep, saved["max_concurrent"]
 
 
 def run_sweep(
@@ -171,7 +177,7 @@ def run_sweep(
     *,
     resume: bool = False,
     address: str | None = None,
-    max_concurrent: int = 0,
+    max_concurrent: int | None = None,
     console: Console | None = None,
 ) -> Path:
     """Runs (or resumes) a sweep to its end; returns its directory."""
@@ -184,7 +190,7 @@ def run_sweep(
 
     console = console or Console()
     out = Path(out).resolve()
-    sweep = prepare(name, values, out, resume)
+    sweep, max_concurrent = prepare(name, values, out, resume, max_concurrent)
     stages = tuple(sweep.stage_names)
     embedded = not (address or os.environ.get("RAY_ADDRESS"))
     resources = runtime.connect(address)

@@ -48,10 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_size(text: str) -> tuple[int, int]:
+    from envs.registry import EnvError
+
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise ValueError(f"--size {text!r}: write it as WIDTHxHEIGHT, e.g. 1600x900") from None
+        raise EnvError(f"--size {text[:40]!r}: write it as WIDTHxHEIGHT, e.g. 1600x900") from None
     return w, h
 
 

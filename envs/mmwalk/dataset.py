@@ -41,6 +41,7 @@ from envs.mmwalk.walk import (
     visible_objects,
     walk,
 )
+from envs.registry import EnvError
 
 FRAMES = "QAFrames"
 SPLITS = {"train": 93, "val": 15, "test": 12}  # mmWalk's trajectories per split
@@ -73,16 +74,28 @@ class GenerateConfig:
     max_frames: int | None = None
     actors: int = 0
 
+    # Bounds far above mmWalk's own (120 trajectories of 1600 x 900), below what exhausts a
+    # machine: each actor is a process with its renderer, each panorama w x h x 9 images.
+    MAX_TRAJECTORIES = 10_000
+    MAX_SIZE = (8192, 4096)
+    MAX_FRAMES = 100_000
+    MAX_ACTORS = 1024
+
     def __post_init__(self):
         w, h = self.size
-        if self.trajectories < 1:
-            raise ValueError(f"--trajectories must be >= 1, got {self.trajectories}")
-        if w < 64 or h < 32 or w % 4:
-            raise ValueError(f"--size {w}x{h}: width >= 64 and a multiple of 4, height >= 32")
-        if self.max_frames is not None and self.max_frames < 1:
-            raise ValueError(f"--max-frames must be >= 1, got {self.max_frames}")
-        if self.actors < 0:
-            raise ValueError(f"--actors must be >= 0, got {self.actors}")
+        if not 1 <= self.trajectories <= self.MAX_TRAJECTORIES:
+            raise EnvError(
+                f"--trajectories must be in 1..{self.MAX_TRAJECTORIES}, got {self.trajectories}"
+            )
+        if not (64 <= w <= self.MAX_SIZE[0] and 32 <= h <= self.MAX_SIZE[1]) or w % 4:
+            raise EnvError(
+                f"--size {w}x{h}: width in 64..{self.MAX_SIZE[0]} and a multiple of 4, height "
+                f"in 32..{self.MAX_SIZE[1]}"
+            )
+        if self.max_frames is not None and not 1 <= self.max_frames <= self.MAX_FRAMES:
+            raise EnvError(f"--max-frames must be in 1..{self.MAX_FRAMES}, got {self.max_frames}")
+        if not 0 <= self.actors <= self.MAX_ACTORS:
+            raise EnvError(f"--actors must be in 0..{self.MAX_ACTORS}, got {self.actors}")
 
     @property
     def face(self) -> int:
@@ -240,6 +253,9 @@ def generate(
     from envs.mmwalk import vqa
 
     root = Path(out)
+    cpus = os.cpu_count() or 1
+    if cfg.actors > cpus and not address:  # a local Ray would start them all regardless
+        raise EnvError(f"--actors {cfg.actors}: this machine has {cpus} CPUs (at most {cpus})")
     (root / FRAMES).mkdir(parents=True, exist_ok=True)
     todo = jobs(cfg)
     total = sum(frames_of(j, cfg.max_frames) for j in todo)
@@ -284,7 +300,7 @@ def _run(
             )
     cpus = ray.cluster_resources().get("CPU", 0)
     if cfg.actors > cpus:
-        raise ValueError(f"{cfg.actors} actors need {cfg.actors} CPUs; Ray has {cpus:g}")
+        raise EnvError(f"{cfg.actors} actors need {cfg.actors} CPUs; Ray has {cpus:g}")
     worker = ray.remote(num_cpus=1, max_restarts=1)(_Recorder)
     actors = [
         worker.remote(str(root.resolve()), cfg.size, cfg.max_frames) for _ in range(cfg.actors)

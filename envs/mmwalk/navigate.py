@@ -67,9 +67,10 @@ class NavigateOptions:
             raise ValueError(f"modalities {bad or '()'}: choose from {', '.join(CHANNELS)}")
         if not 16 <= self.size <= 512:
             raise ValueError(f"size must be in [16, 512], got {self.size}")
-        for name in ("scenes", "max_steps", "action_repeat"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        # each scene keeps its own renderer in memory
+        for name, most in (("scenes", 256), ("max_steps", 1_000_000), ("action_repeat", 100)):
+            if not 1 <= getattr(self, name) <= most:
+                raise ValueError(f"{name} must be in 1..{most}, got {getattr(self, name)}")
 
 
 class _Place:

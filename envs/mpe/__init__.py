@@ -35,16 +35,32 @@ SCENARIOS = {
 }
 
 
-# Counts mpe2 takes without complaint but that cannot make an episode (a negative length).
-_COUNTS = {"max_cycles": 1, "N": 1, "num_good": 1, "num_adversaries": 1, "num_obstacles": 0}
+# Counts mpe2 takes without complaint but that cannot make an episode (a negative length), or
+# that exhaust memory before the first step (mpe2 keeps N x N arrays: N=100,000 asks 447 GiB).
+MAX_ENTITIES = 100
+_COUNTS = {
+    "max_cycles": (1, 1_000_000),
+    "N": (1, MAX_ENTITIES),
+    "num_good": (1, MAX_ENTITIES),
+    "num_adversaries": (1, MAX_ENTITIES),
+    "num_obstacles": (0, MAX_ENTITIES),
+    "num_food": (0, MAX_ENTITIES),
+    "num_forests": (0, MAX_ENTITIES),
+    "num_collectors": (1, MAX_ENTITIES),
+    "num_deposits": (1, MAX_ENTITIES),
+    "num_treasures": (1, MAX_ENTITIES),
+    "num_agent_neighbors": (1, MAX_ENTITIES),
+    "num_landmark_neighbors": (1, MAX_ENTITIES),
+}
 
 
 def _validate(cfg: dict) -> None:
-    for key, least in _COUNTS.items():
-        if key in cfg:
-            value = cfg[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
+    for key, (least, most) in _COUNTS.items():
+        if key not in cfg or (cfg[key] is None and key.endswith("_neighbors")):  # None: all
+            continue
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise ValueError(f"{key} must be an integer in {least}..{most}, got {value!r}")
 
 
 for _name, (_version, _vector) in SCENARIOS.items():

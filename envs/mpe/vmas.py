@@ -75,11 +75,17 @@ class NavigationOptions:
         _check_positive(self, "world_spawning")
 
 
+MAX_COUNT = 100
+"""The most agents or food items (as MPE's ``envs.mpe.MAX_ENTITIES``: pairs grow with the
+square of the count)."""
+
+
 def _check_counts(options, **least: int) -> None:
     for key, low in least.items():
         v = getattr(options, key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"{key} must be an integer >= {low}, got {v!r}")
+        most = 1_000_000 if key == "max_steps" else MAX_COUNT
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= most:
+            raise ValueError(f"{key} must be an integer in {low}..{most}, got {v!r}")
 
 
 def _check_positive(options, *keys: str) -> None:

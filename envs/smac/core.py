@@ -125,8 +125,8 @@ class BattleOptions:
         for name in _V2_ONLY:
             if not v2 and getattr(opt, name) != getattr(cls, name):
                 raise ValueError(f"{name} is a SMACv2 option; this is a SMAC v1 map")
-        if opt.num_fov_actions < 1:
-            raise ValueError(f"num_fov_actions must be >= 1, got {opt.num_fov_actions}")
+        if not 1 <= opt.num_fov_actions <= 360:  # one action per degree at the finest
+            raise ValueError(f"num_fov_actions must be in 1..360, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
             raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
         if opt.reward_scale and opt.reward_scale_rate <= 0:

@@ -53,12 +53,13 @@ class VolleyballOptions:
     def __post_init__(self):
         if self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {self.action_mode!r}")
-        for name, least in (("max_steps", 1), ("substeps", 1), ("nthread", 0)):
+        bounds = (("max_steps", 1, 1_000_000), ("substeps", 1, 100), ("nthread", 0, 256))
+        for name, least, most in bounds:
             value = getattr(self, name)
             if value is None and name == "max_steps":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+                raise ValueError(f"{name} must be an integer in {least}..{most}, got {value!r}")
         if self.drag < 0:
             raise ValueError(f"drag must be >= 0, got {self.drag!r}")
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from policies.batch import AGENT_ID, OBS, STATE
-from policies.modules import ActorCritic, mlp_body
+from policies.modules import ActorCritic, mlp_body, shown
 
 
 @dataclass
@@ -38,10 +38,10 @@ class HyperSettings:
         bad = []
         if self.embedding not in ("learned", "onehot"):
             bad.append(f"hyper.embedding={self.embedding!r} (learned or onehot)")
-        if self.embedding_dim <= 0:
-            bad.append(f"hyper.embedding_dim={self.embedding_dim} (positive)")
-        if not self.hidden or any(h <= 0 or h > 4096 for h in self.hidden):
-            bad.append(f"hyper.hidden={self.hidden!r} (layer sizes in 1..4096)")
+        if not 0 < self.embedding_dim <= 4096:
+            bad.append(f"hyper.embedding_dim={self.embedding_dim} (in 1..4096)")
+        if not self.hidden or len(self.hidden) > 16 or any(h <= 0 or h > 4096 for h in self.hidden):
+            bad.append(f"hyper.hidden={shown(self.hidden)} (1..16 layers of sizes in 1..4096)")
         return bad
 
 

@@ -25,13 +25,19 @@ from policies.batch import BatchSpec
 from policies.diversity import METRICS as DIVERSITY_METRICS
 from policies.diversity import DiversityCallback
 from policies.mapping import plan_modules, slot_to_dict
-from policies.modules import ActorCritic, ModelSettings
+from policies.modules import ActorCritic, ModelSettings, shown
 from policies.ppo.array_path import ArrayPPO
 from policies.sampling import VectorEnvRunner
 from policies.testing import TEST_METRICS, GreedyTests, default_interval
 
 PPO_METRICS = (*DIVERSITY_METRICS, *TEST_METRICS)
 """The columns a PPO-family run adds to ``metrics.csv``: policy diversity and greedy tests."""
+
+
+MAX_LR = 1.0
+"""The largest learning rate (Adam's steps are about lr in size: above 1 nothing is learned)."""
+MAX_COEFF = 1e3
+"""The largest loss coefficient (entropy, value, KL)."""
 
 
 @dataclass
@@ -97,15 +103,16 @@ class PPOSettings:
                 "grad_clip",
             )
         )
+        # Upper bounds too: lr=1e30 trains without a NaN, to useless weights.
         checks = {
-            "lr": self.lr > 0,
+            "lr": 0 < self.lr <= MAX_LR,
             "gamma": 0 < self.gamma <= 1,
             "gae_lambda": 0 <= self.gae_lambda <= 1,
             "clip_param": self.clip_param > 0,
             "vf_clip_param": self.vf_clip_param > 0,
-            "entropy_coeff": self.entropy_coeff >= 0,
-            "vf_loss_coeff": self.vf_loss_coeff >= 0,
-            "kl_coeff": self.kl_coeff >= 0,
+            "entropy_coeff": 0 <= self.entropy_coeff <= MAX_COEFF,
+            "vf_loss_coeff": 0 <= self.vf_loss_coeff <= MAX_COEFF,
+            "kl_coeff": 0 <= self.kl_coeff <= MAX_COEFF,
             "grad_clip": self.grad_clip > 0,
             "train_batch_size": self.train_batch_size > 0,
             "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
@@ -118,14 +125,15 @@ class PPOSettings:
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
         }
-        bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
+        bad = [f"{k}={shown(getattr(self, k))}" for k, ok in checks.items() if not ok]
         if not finite:
             bad.append("a float that is not finite")
         bad += self.model.problems()
         if bad:
             raise ValueError(
                 f"bad value for {', '.join(bad)} (rates, clips and sizes must be positive and "
-                "finite, coefficients >= 0, gamma in (0, 1], gae_lambda in [0, 1], "
+                f"finite, lr <= {MAX_LR:g}, coefficients in [0, {MAX_COEFF:g}], gamma in (0, 1], "
+                "gae_lambda in [0, 1], "
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
                 "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096)"
             )

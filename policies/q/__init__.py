@@ -34,6 +34,7 @@ import envs
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch, Capabilities, RunOptions
 from policies.batch import BatchSpec
 from policies.mapping import plan_modules, slot_to_dict
+from policies.modules import shown
 from policies.q.module import QModelSettings, QNetwork
 from policies.testing import TEST_METRICS
 
@@ -141,7 +142,7 @@ class QSettings:
             "lr": 0 < self.lr <= 1,
             "optimizer": self.optimizer in ("rmsprop", "adam"),
             "optim_alpha": 0 <= self.optim_alpha < 1,
-            "optim_eps": self.optim_eps > 0,
+            "optim_eps": 0 < self.optim_eps <= 1,
             "gamma": 0 < self.gamma <= 1,
             "grad_norm_clip": 0 < self.grad_norm_clip <= 1e6,
             "batch_size": 0 < self.batch_size <= self.buffer_size,
@@ -153,7 +154,7 @@ class QSettings:
             "epsilon_finish": 0 <= self.epsilon_finish <= 1,
             "epsilon_anneal_time": self.epsilon_anneal_time > 0,
             "td_lambda": 0 <= self.td_lambda <= 1,
-            "loss_scale": 0 < self.loss_scale <= 1e6,
+            "loss_scale": 0 < self.loss_scale <= 1e3,  # a coefficient, as PPO's (<= 1e3)
             "mixing_embed_dim": 0 < self.mixing_embed_dim <= 4096,
             "hypernet_layers": self.hypernet_layers in (1, 2),
             "hypernet_embed": 0 < self.hypernet_embed <= 4096,
@@ -163,13 +164,14 @@ class QSettings:
             "test_interval": self.test_interval >= 0,
             "test_nepisode": 0 < self.test_nepisode <= 4096,
         }
-        bad = [f"{k}={getattr(self, k)!r}" for k, ok in checks.items() if not ok]
+        bad = [f"{k}={shown(getattr(self, k))}" for k, ok in checks.items() if not ok]
         if not all(math.isfinite(getattr(self, k)) for k in floats):
             bad.append("a float that is not finite")
         bad += self.model.problems()
         if bad:
             raise ValueError(
-                f"bad value for {', '.join(bad)} (sizes and clips positive, lr and tau in (0, 1], "
+                f"bad value for {', '.join(bad)} (sizes and clips positive, lr, tau and optim_eps "
+                "in (0, 1], loss_scale in (0, 1e3], "
                 "gamma in (0, 1]; epsilons and td_lambda in [0, 1]; batch_size <= buffer_size <= "
                 "10,000,000; optimizer rmsprop or adam; team_reward mean or sum; preset one of "
                 f"{list(PRESETS)})"

@@ -156,6 +156,33 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "mpe/simple_spread-v3", "--config", "/dev/zero"], "more than 1048576 bytes"),
+        (["train", "mpe/simple_spread-v3", "--config", "deep.yaml"], "YAML nested too deep"),
+        (["train", "mpe/simple_spread-v3", "--set", "lr=1e30"], "lr <= 1"),
+        (["train", "mpe/simple_spread-v3", "--set", "env.N=100000"], "integer in 1..100"),
+        (["sweep", "seeds", "--samples", "100000000", "--out", "sw"], "at most 1000"),
+        (["sweep", "--resume", "--out", "listed"], "sweep.yaml: expected a mapping"),
+        (["report", "listed"], "sweep.yaml: expected a mapping"),
+        (["mmwalk", "generate", "--out", "mm", "--actors", "5000"], "in 0..1024"),
+        (["mmwalk", "generate", "--out", "mm", "--size", "0x0"], "width in 64..8192"),
+    ],
+)
+def test_bad_input_found_in_review_is_one_line_and_writes_nothing(tmp_path, args, message):
+    (tmp_path / "deep.yaml").write_text("x: " + "[" * 200_000 + "]" * 200_000)
+    (tmp_path / "listed").mkdir()
+    (tmp_path / "listed" / "sweep.yaml").write_text("- seeds\n")
+    before = sorted(tmp_path.rglob("*"))
+    out = ["--out", "runs"] if args[0] == "train" else []
+    proc = arena(*args, *out, cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and len(lines[0]) < 600, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and sorted(tmp_path.rglob("*")) == before
+
+
 def test_run_without_checkpoint_is_a_clear_error(tmp_path):
     run = tmp_path / "run"
     run.mkdir()

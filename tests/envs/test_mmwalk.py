@@ -384,6 +384,8 @@ def test_navigate_options_are_checked():
 
     with pytest.raises((ValueError, EnvError), match="views"):
         envs.make("mmwalk/navigate-v0", views=("cat",))
+    with pytest.raises(EnvError, match=r"scenes must be in 1\.\.256, got 100000"):
+        envs.make("mmwalk/navigate-v0", scenes=100_000)  # each scene keeps a renderer
     env = envs.make("mmwalk/navigate-v0", views=("walker", "dog"), modalities=("depth", "semantic"))
     obs, _ = env.reset(seed=1)
     assert obs["walker"].shape == (84, 84, 4) and obs["walker"].dtype == np.uint8

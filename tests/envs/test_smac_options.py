@@ -568,6 +568,8 @@ def test_unknown_and_misplaced_options_are_errors_naming_what_is_allowed():
         envs.make("smac/3m-v0", prob_obs_enemy=0.5)
     with pytest.raises(ValueError):
         BattleBatch(1, map_name="3m", no_such_option=1)
+    with pytest.raises(ValueError, match=r"num_fov_actions must be in 1\.\.360"):
+        BattleBatch(1, map_name="protoss_5_vs_5", conic_fov=True, num_fov_actions=100_000)
 
 
 def test_make_with_obs_last_action_has_the_bigger_observation_space():

@@ -134,7 +134,7 @@ def test_navigation_spawn_rewards_and_end():
 
 
 def test_bad_arguments_are_clear_errors():
-    with pytest.raises(envs.EnvError, match="n_agents must be an integer >= 1"):
+    with pytest.raises(envs.EnvError, match="n_agents must be an integer in 1..100"):
         envs.make("mpe/dispersion-v0", n_agents=0)
     with pytest.raises(envs.EnvError, match="food_radius must be a positive number"):
         envs.make_vector("mpe/dispersion-v0", 2, food_radius=-1)

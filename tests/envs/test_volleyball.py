@@ -358,6 +358,8 @@ def test_bad_options_are_refused_with_the_reason():
         envs.make("volleyball/hover-v0", action_mode="thrust")
     with pytest.raises(ValueError, match="substeps"):
         envs.make("volleyball/1v1-v0", substeps=0)
+    with pytest.raises(ValueError, match=r"nthread must be an integer in 0\.\.256"):
+        envs.make("volleyball/1v1-v0", nthread=100_000)
 
 
 def test_mappo_trains_on_a_cooperative_task(ray_session):

@@ -111,6 +111,7 @@ def test_a_seeds_sweep_resumes_after_its_driver_is_killed_and_reports(tmp_path):
     assert again.returncode == 2 and "exists already; resume it with --resume" in again.stderr
     resumed = arena("sweep", "--resume", "--out", str(out), temp=short_temp_dir())
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "3 trials, 1 at a time" in resumed.stdout  # --max-concurrent is kept
     # the finished trial was not run again (a rerun rewrites its trial.json)
     assert (finished.read_text(), done[0].stat().st_mtime_ns) == before
 

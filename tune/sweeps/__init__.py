@@ -29,6 +29,12 @@ SWEEPS = {
     "compute_allocation": "tune.sweeps.compute_allocation:ComputeAllocationSweep",
 }
 """Sweep name -> ``module:class``."""
+COUNTS = ("samples", "seeds")
+"""Sweep settings that multiply its trials."""
+MAX_SAMPLES = 1000
+"""The most of each of :data:`COUNTS` (``--samples``)."""
+MAX_TRIALS = 10_000
+"""The most trials of one stage."""
 
 
 @dataclass
@@ -84,6 +90,10 @@ def make_sweep(name: str, values: dict[str, Any] | None = None, check: bool = Tr
             set_field(sweep, key, value)
         except ConfigError as e:
             raise ConfigError(f"sweep {name}: {e}") from None
+    for key in COUNTS:  # before validate, which builds the trials they multiply
+        value = getattr(sweep, key, 1)
+        if value > MAX_SAMPLES:
+            raise ConfigError(f"sweep {name}: {key}={value} (at most {MAX_SAMPLES})")
     if check:
         sweep.validate()
     return sweep

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tune.sweeps import Stage
+from tune.sweeps import MAX_TRIALS, Stage
 
 FRACTIONS = [0.0, 1 / 6, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0]
 
@@ -160,6 +160,12 @@ class ComputeAllocationSweep:
             raise ConfigError(f"space must map knobs to non-empty lists, got {self.space}")
         if not self.teacher_ratio > 0:
             raise ConfigError(f"teacher_ratio={self.teacher_ratio} (> 0)")
+        trials = self.seeds * self.samples * sum(f < 1 for f in self.fractions)
+        if trials > MAX_TRIALS:
+            raise ConfigError(
+                f"seeds x samples x fractions below 1 = {trials} GRPO trials (at most "
+                f"{MAX_TRIALS})"
+            )
         trial_config(self.bc_config(0))
         grpo = {**self.common(0), "algo": "grpo", **self.grpo}
         for key, values in self.space.items():  # every value a trial could draw
