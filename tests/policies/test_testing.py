@@ -32,7 +32,9 @@ def test_the_cadence_is_pymarls():
     assert is_due(0, None, 10_000)  # the first test at the start
     assert not is_due(9_999, 0, 10_000) and is_due(10_000, 0, 10_000)
     assert not is_due(0, None, 0)  # 0: no tests
-    assert default_interval("smac/3m-v0") == 10_000 and default_interval("mpe/simple_spread-v3") == 0
+    assert (
+        default_interval("smac/3m-v0") == 10_000 and default_interval("mpe/simple_spread-v3") == 0
+    )
     assert greedy_tests("smac/3m-v0", PPOSettings())["interval"] == 10_000
     assert greedy_tests("smac/3m-v0", PPOSettings(test_interval=0))["interval"] == 0
     assert greedy_tests("test/masked_grid-v0", PPOSettings(test_interval=50))["interval"] == 50
