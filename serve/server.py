@@ -7,11 +7,17 @@ arena serve RUN [NAME=RUN ...] [--host 127.0.0.1] [--port 8000]
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+HTTP_REQUEST_TIMEOUT_S = 5
+"""HAProxy's ``timeout http-request``: a request's headers and its body (as much as one
+16 KiB buffer holds) must arrive within this, else HAProxy answers 408 itself."""
 
 
 @dataclass
@@ -61,25 +67,32 @@ def real_haproxy() -> str:
 def haproxy_env(port: int) -> dict[str, str]:
     """Environment of a Ray whose Serve puts HAProxy in front of the replicas (each replica
     then answers HTTP itself, with no Python proxy and no actor call in between:
-    docs/serve.md has the measurements). Ray's own HAProxy build comes with ray[serve]."""
+    docs/serve.md has the measurements). Ray's own HAProxy build comes with ray[serve].
+    HAProxy's files go to a fresh owner-only folder (``haproxy_folder`` in the result)."""
     # HAProxy caps its socket path at 97 characters and Ray nests a 56-character hash under
-    # the base, so the base is short; own ports, as the defaults may be taken on a shared host.
-    base = f"/tmp/ahp{port}"
-    # Ray's HAProxy makes its admin socket world-writable (mode 666): a folder only its owner
-    # may enter keeps other users away from it.
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    os.chmod(base, 0o700)
+    # the base, so the base is short (/tmp, not a long $TMPDIR). mkdtemp makes it 0700 under
+    # a name nobody can create first (a fixed name could be another user's folder, who
+    # could then swap the haproxy.cfg HAProxy reads); Ray's HAProxy makes its admin socket
+    # world-writable (mode 666), and the folder keeps other users away from it too.
+    base = tempfile.mkdtemp(prefix=f"ahp{port}-", dir="/tmp")
     return {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
-        # Stats page and exporter on 127.0.0.1, admin socket 600 (serve/haproxy_local.sh).
+        # Stats page and exporter on 127.0.0.1, admin socket 600, whole requests buffered
+        # before they reach a replica (serve/haproxy_local.sh).
         "RAY_SERVE_HAPROXY_BINARY_PATH": str(Path(__file__).with_name("haproxy_local.sh")),
         "ARENA_HAPROXY_REAL": real_haproxy(),
+        "ARENA_HAPROXY_HTTP_REQUEST_S": str(HTTP_REQUEST_TIMEOUT_S),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": f"{base}/haproxy.cfg",
         "RAY_SERVE_HAPROXY_SOCKET_PATH": f"{base}/admin.sock",
+        # (Ray's default is the shared /tmp/haproxy-serve.)
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": f"{base}/metrics.sock",
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": base,
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": f"{base}/server-state",
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        # Serve's fallback proxy (its Python proxy, which HAProxy uses while no replica is
+        # ready) listens on --host at a fixed 8500 by default: two servers would clash.
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
         # A replica leaving waits this long for load balancers to drop it (default 30 s);
         # the local HAProxy hears of it from the controller at once.
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "3",
@@ -90,7 +103,62 @@ def haproxy_env(port: int) -> dict[str, str]:
         # Serve gives the proxy 3 readiness checks of 5 s to start HAProxy, then kills it and
         # starts over; a busy 2-core machine missed that (seen in full test runs).
         "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "30",
+        "haproxy_folder": base,
     }
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuses, before anything starts, a port another process listens on (HAProxy or Serve
+    would fail later, with pages of messages) or an address this machine does not have."""
+    import errno
+    import socket
+
+    from training.checkpoints import RunError
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+            s.bind(addr)
+    except socket.gaierror as e:
+        raise RunError(f"--host {host}: {e.strerror}") from None
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise RunError(
+                f"{host}:{port} is in use (another process listens there); pick another --port"
+            ) from None
+        raise RunError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+
+
+def fits(args, cpus: float, where: str) -> str | None:
+    """Why ``args``'s replicas cannot all be placed on ``cpus`` CPUs (None: they can). Ray
+    starts a replica only where its CPUs are free: one that never fits leaves Serve waiting
+    for it, without a word, forever."""
+    if args.replica_cpus > cpus:
+        return f"--replica-cpus {args.replica_cpus:g} is more than the {cpus:g} CPUs {where} has"
+    most = int(args.autoscale.split(":")[1]) if args.autoscale else args.replicas
+    if most * args.replica_cpus > cpus + 1e-9:
+        asked = f"--autoscale {args.autoscale}" if args.autoscale else f"--replicas {most}"
+        return (
+            f"{asked} x --replica-cpus {args.replica_cpus:g} need {most * args.replica_cpus:g} "
+            f"CPUs; {where} has {cpus:g}, room for {int(cpus / args.replica_cpus + 1e-9)} "
+            "replica(s)"
+        )
+    return None
+
+
+def check_weights(specs) -> None:
+    """Loads each policy here, once, before anything starts: a run whose weights do not fit
+    its config.yaml is one line now, not a replica's traceback after Serve's retries."""
+    from serve.policy import load
+    from training.checkpoints import RunError
+
+    for spec in specs:
+        try:
+            load(spec)
+        except Exception as e:  # any failure to build or load is the run's, in one line
+            message = " ".join(str(e).split())[:400]
+            raise RunError(f"policy {spec.name}: cannot load {spec.checkpoint}: {message}") from e
 
 
 def metrics_url() -> str | None:
@@ -119,10 +187,6 @@ def add_arguments(p) -> None:
 
 def main(ns) -> int:
     """Runs ``arena serve`` from parsed arguments; bad arguments exit with 2."""
-    import os
-
-    if ns.proxy == "haproxy" and not (ns.address or os.environ.get("RAY_ADDRESS")):
-        os.environ.update(haproxy_env(ns.port))  # before Ray (and Serve) start
     from pydantic import ValidationError
 
     from serve.app import ServeArgs
@@ -141,11 +205,19 @@ def main(ns) -> int:
     if not 0 < ns.port < 65536:
         print(f"arena: error: --port must be in 1..65535, got {ns.port}", file=sys.stderr)
         return 2
+    folder = None
+    if ns.proxy == "haproxy" and not (ns.address or os.environ.get("RAY_ADDRESS")):
+        env = haproxy_env(ns.port)
+        folder = env.pop("haproxy_folder")
+        os.environ.update(env)  # before Ray (and Serve) start
     try:
         return serve_forever(args, ServeOptions(ns.host, ns.port, ns.address, ns.proxy))
     except ValueError as e:  # a bad policy name, two runs of one name
         print(f"arena: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def say(text: str) -> None:
@@ -161,12 +233,28 @@ def start(args, opts: ServeOptions, on_ray=None) -> dict:
     from serve.app import APP_NAME, make_app, resolve
     from serve.policy import served_class
     from training import runtime
+    from training.checkpoints import RunError
 
-    specs = resolve(args.runs)  # a bad run fails before Ray starts
+    # Everything that can be checked here is, before Ray starts: a port in use, replicas
+    # that do not fit, a bad run, weights that do not fit their run.
+    embedded = not (opts.address or os.environ.get("RAY_ADDRESS"))
+    if embedded:
+        check_port(opts.host, opts.port)
+        problem = fits(args, runtime.local_resources()["num_cpus"], "this machine")
+        if problem:
+            raise RunError(problem)
+    specs = resolve(args.runs)
+    check_weights(specs)
     say(f"arena serve: starting Ray for {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
     runtime.connect(opts.address)
     if on_ray is not None:
         on_ray()
+    if not embedded:  # a cluster may grow: say why Serve waits, but wait
+        import ray
+
+        problem = fits(args, ray.cluster_resources().get("CPU", 0), "the cluster")
+        if problem:
+            say(f"arena serve: warning: {problem} now; Serve waits until the cluster has them")
     say(f"arena serve: deploying on http://{opts.host}:{opts.port} (the replicas load the weights)")
     serve.start(http_options={"host": opts.host, "port": opts.port})
     serve.run(make_app(args, specs), name=APP_NAME, route_prefix="/", blocking=False)

@@ -1,15 +1,18 @@
 """One place that connects to Ray: an embedded local Ray sized for this machine (the default)
 or an existing cluster given by ``--address`` / ``RAY_ADDRESS``.
 
-The embedded Ray requires a token: its GCS, raylet and dashboard agent listen on more than
-the loopback interface (Ray binds them to the node's address), so without one any process that
-reaches the machine could join as a driver or submit a job and run code. Each session makes a
-fresh random token (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``) that only this process and the
-workers it starts know; what Ray lets us bind to 127.0.0.1 (the dashboard) is bound there.
+The embedded Ray requires a token: without one any process that reaches its ports could join
+as a driver or submit a job and run code. Each session makes a fresh random token
+(``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``) that only this process and the workers it starts
+know. Its node's address is 127.0.0.1 (:func:`loopback_node`), so what Ray binds to the
+node's address (GCS, raylet, agents, metrics) listens on loopback only; the dashboard is
+bound to 127.0.0.1 as well. Other users of the same machine can still reach loopback: the
+token stays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -89,6 +92,42 @@ def require_token(token: str) -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+@contextlib.contextmanager
+def scoped_env(**values: str):
+    """``values`` in ``os.environ`` while open (the Ray processes started then inherit them),
+    put back afterwards (later children of this process do not)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def loopback_node():
+    """While it is open, a Ray started here takes 127.0.0.1 as its node's address, as Ray
+    does on macOS and Windows. Ray binds much to the node's address, or to every interface
+    where that address is not loopback: the dashboard agent's HTTP and Prometheus ports, the
+    runtime-env agent, the dashboard's and the autoscaler's metrics, the GCS and raylet gRPC
+    ports. Ray reads the setting when it is imported: the driver's copy is set here, the
+    processes it starts inherit the variable. Both are put back afterwards, so a later
+    ``ray.init(address=...)`` of this process finds its real address."""
+    from ray._private import ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        with scoped_env(**{ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR: "0"}):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
 def connect(
     address: str | None = None,
     *,
@@ -126,17 +165,32 @@ def connect(
             res = local_resources()
             if num_cpus is not None:
                 res["num_cpus"] = num_cpus
-            ray.init(
-                address="local",
-                include_dashboard=dashboard,
-                dashboard_host="127.0.0.1",
-                **({"dashboard_port": dashboard_port} if dashboard_port else {}),
-                _temp_dir=temp_dir or _session_root(),
-                **res,
-                **common,
-            )
+            # The dashboard's and the autoscaler's metrics take fixed ports by default (44227,
+            # 44217): with a second Ray on the host one of them would not start.
+            ports = {
+                var: os.environ.get(var) or str(_free_port())
+                for var in ("DASHBOARD_METRIC_PORT", "AUTOSCALER_METRIC_PORT")
+            }
+            with loopback_node(), scoped_env(**ports):
+                ray.init(
+                    address="local",
+                    include_dashboard=dashboard,
+                    dashboard_host="127.0.0.1",
+                    **({"dashboard_port": dashboard_port} if dashboard_port else {}),
+                    _temp_dir=temp_dir or _session_root(),
+                    **res,
+                    **common,
+                )
     envs.registry.register_with_ray()
     return ray.cluster_resources()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _session_root() -> str:

@@ -76,7 +76,9 @@ BAD = [
     (CHAT, chat_body(USER, temperature="hot"), 400, "'temperature' must be a number"),
     (CHAT, chat_body(USER, temperature=True), 400, "'temperature' must be a number"),
     (CHAT, chat_body(USER, temperature=float("nan")), 400, "'temperature' must be a number"),
-    (CHAT, chat_body(USER, temperature=10**400), 400, "'temperature' must be in [0, 2]"),
+    (CHAT, chat_body(USER, temperature=10**39), 400, "'temperature' must be in [0, 2]"),
+    # past 40 digits the reader refuses it (Python's int() refuses 4,301 with a ValueError)
+    (CHAT, chat_body(USER, temperature=10**400), 400, "an integer of 401 digits; at most 40"),
     (CHAT, chat_body(USER, temperature=float("inf")), 400, "'temperature' must be in [0, 2]"),
     (CHAT, chat_body(USER, max_tokens=0), 400, "'max_tokens' must be in 1..32"),
     (CHAT, chat_body(USER, max_tokens=33), 400, "'max_tokens' must be in 1..32"),

@@ -30,6 +30,8 @@ MPE_NAME, MASKED_NAME = "mappo-simple_spread-v3", "mappo-masked_grid-v0"
 TAG, TAG_NAME = "mpe/simple_tag-v3", "mappo-simple_tag-v3"
 ZERO18 = [0.0] * 18
 ONE_HOT = [0.0, 1.0, 0.0, 0.0, 0.0]
+DEEP = '{"observations": {"agent_0": ' + "[" * 10_000 + "]" * 10_000 + "}}"
+BIG_INT = b'{"observations": {"agent_0": [' + b"7" * 5000 + b", 0" * 17 + b"]}}"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,17 @@ BAD = [
     (MPE_NAME, b'{"observations": {"agent_0": [NaN' + b", 0" * 17 + b"]}}", 400, "NaN"),
     (MPE_NAME, {"observations": {"agent_0": ZERO18}, "explore": "yes"}, 400, "true or false"),
     (MPE_NAME, {"observations": {"agent_0": [ZERO18] * 8193}}, 413, "at most 8192"),
+    # json.loads(bytes) reads UTF-16 and UTF-32 too, where a depth scan of the bytes is blind
+    (MPE_NAME, DEEP.encode("utf-16"), 400, "must be UTF-8"),
+    (MPE_NAME, DEEP.encode("utf-32"), 400, "must be UTF-8"),
+    (MPE_NAME, DEEP.encode("utf-16-le"), 400, "nested 10002 deep"),  # no BOM: UTF-8 with NULs
+    (
+        MPE_NAME,
+        json.dumps({"observations": {"agent_0": [True] * 18}}).encode("utf-16"),
+        400,
+        "UTF-8",
+    ),
+    (MPE_NAME, BIG_INT, 400, "5000 digits; at most 40"),  # past 4,300 digits int() raises
     (MASKED_NAME, {"observations": {"a0": ONE_HOT}}, 400, "masks actions"),
     (MASKED_NAME, {"observations": {"a0": masked(ONE_HOT, [0, 0, 0])}}, 400, "no legal action"),
     (MASKED_NAME, {"observations": {"a0": masked(ONE_HOT, [1, 0])}}, 400, "action_mask has shape"),
@@ -224,14 +237,16 @@ def raw_request(url: str, head: bytes, body: bytes, wait_s: float) -> bytes:
 
 def assert_slow_and_big_bodies_refused(url: str, within_s: float) -> None:
     """A body that never completes is a 408 within ``within_s``; a 1 GB Content-Length is a
-    413 before anything is sent."""
+    413 before the body is read."""
     path = act_path(MPE_NAME).encode()
     head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
     t0 = time.perf_counter()
     answer = raw_request(url, head + b"Content-Length: 100\r\n\r\n", b'{"obs', within_s + 5)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert time.perf_counter() - t0 < within_s
-    answer = raw_request(url, head + b"Content-Length: 1000000000\r\n\r\n", b"", within_s + 5)
+    # (32 KB of it: HAProxy forwards a request once its body fills a 16 KB buffer)
+    big = head + b"Content-Length: 1000000000\r\n\r\n"
+    answer = raw_request(url, big, b"[" + b"0," * 16_000, within_s + 5)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
 
 
@@ -239,6 +254,46 @@ def test_slow_and_oversized_bodies_are_refused(served):
     assert_slow_and_big_bodies_refused(served, within_s=15)
     with PolicyClient(served) as c:  # the server still answers
         assert c.act(MPE_NAME, {"agent_0": ZERO18})["agent_0"] in range(5)
+
+
+# Bodies that cost the old pre-check seconds to hours of replica CPU (its string regex was
+# quadratic), or reached the parser past the checks and came back as 500s.
+ATTACKS = {
+    "quadratic string, 32 KB": b'"' + b'\\"' * 16_000,  # 7 s with the old regex
+    "quadratic string, 1 MiB": b'"' + b'\\"' * (1 << 19),  # hours
+    "nested 10,000 deep, UTF-8": DEEP.encode(),
+    "nested 10,000 deep, UTF-16": DEEP.encode("utf-16"),
+    "nested 10,000 deep, UTF-32": DEEP.encode("utf-32"),
+    "5,000-digit integer": BIG_INT,
+}
+
+
+def assert_attacks_refused_while_serving(url: str) -> None:
+    """Each attack body is a 4xx, and a normal act request sent while it is on its way or
+    being processed is answered within 5 s."""
+    good = encode({"observations": {"agent_0": ZERO18}})
+    for name, body in ATTACKS.items():
+        attacked: dict[str, object] = {}
+
+        def attack(body=body, attacked=attacked):
+            with PolicyClient(url, timeout=120) as c:
+                attacked["status"], attacked["data"] = c.request("POST", act_path(MPE_NAME), body)
+
+        thread = threading.Thread(target=attack)
+        thread.start()
+        time.sleep(0.1)  # the attack goes first
+        t0 = time.monotonic()
+        with PolicyClient(url, timeout=30) as c:
+            status, data = c.request("POST", act_path(MPE_NAME), good)
+        waited = time.monotonic() - t0
+        assert status == 200 and waited < 5, (name, status, data, waited)
+        thread.join(120)
+        assert 400 <= attacked.get("status", 0) < 500, (name, attacked)
+
+
+def test_hostile_bodies_are_4xx_and_the_replica_keeps_answering(served):
+    # one replica: a body that held it would hold every other request too
+    assert_attacks_refused_while_serving(served)
 
 
 def test_concurrent_requests_are_answered_each_with_its_own_mask(served):
@@ -309,6 +364,7 @@ def cli_server(runs, tmp_path_factory):
     else:
         proc.kill()
         pytest.fail(f"arena serve did not come up:\n{log.read_text()[-3000:]}")
+    folder = haproxy_folder(proc.pid)
     yield proc, url, log
     proc.send_signal(signal.SIGTERM)
     try:
@@ -317,6 +373,23 @@ def cli_server(runs, tmp_path_factory):
         proc.kill()
         proc.wait()
     assert proc.returncode == 0, log.read_text()[-3000:]
+    assert not folder.exists()  # removed on the way out
+
+
+def haproxy_folder(server_pid: int) -> Path:
+    """The folder ``arena serve`` made for HAProxy's files (config, sockets), from the
+    ``-f CONFIG`` of its HAProxy: ``<folder>/<node id>/haproxy.cfg``."""
+    for pid in descendants(server_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"haproxy" in cmd[0] and b"-f" in cmd:
+            return Path(cmd[cmd.index(b"-f") + 1].decode()).parent.parent
+    raise AssertionError("no HAProxy under arena serve")
+
+
+LOOPBACK = ("127.", "::1", "::ffff:127.")
 
 
 def run_load(url, seconds, concurrency, during=None):
@@ -362,32 +435,54 @@ def test_bounded_load_has_no_5xx_and_loses_no_request(cli_server):
     assert counts == {"ok": sent}, counts
 
 
-def test_haproxy_front_drops_slow_bodies_and_keeps_short_timeouts(cli_server):
+def test_haproxy_front_buffers_requests_and_keeps_short_timeouts(cli_server):
     proc, url, _ = cli_server
     port = url.rsplit(":", 1)[1]
-    base = Path(f"/tmp/ahp{port}")
+    base = haproxy_folder(proc.pid)
+    # a fresh folder (mkdtemp), nobody else's: a fixed name could have been planted
+    assert base.parent == Path("/tmp") and base.name.startswith(f"ahp{port}-"), base
+    assert base.stat().st_uid == os.getuid() and base.stat().st_mode & 0o777 == 0o700
     config = next(base.rglob("haproxy.cfg")).read_text()
     assert "timeout client 30s" in config and "timeout server 60s" in config
+    # whole requests before a replica sees them, within 5 s
+    assert "option http-buffer-request" in config and "timeout http-request 5s" in config
     # Ray's template binds the stats page and the exporter to every interface and makes the
     # admin socket 666: Arena's wrapper binds them to 127.0.0.1 and makes the socket 600, and
     # the folder around it admits its owner only.
     assert "bind *:" not in config and not re.search(r"^\s*bind :\d+\s*$", config, re.M)
-    assert "mode 600 level admin" in config and base.stat().st_mode & 0o077 == 0
+    assert "mode 600 level admin" in config
     sock = next(base.rglob("admin.sock"))
     assert sock.stat().st_mode & 0o077 == 0
-    haproxy = [
-        p for p in descendants(proc.pid) if b"haproxy" in Path(f"/proc/{p}/cmdline").read_bytes()
-    ]
-    assert haproxy
+    assert next(base.rglob("metrics.sock"))  # not in Ray's shared /tmp/haproxy-serve
+    # A body that never completes is HAProxy's own 408 (text/html), not the replica's.
+    path = act_path(MPE_NAME).encode()
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    answer = raw_request(url, head + b"Content-Length: 100\r\n\r\n", b'{"obs', 30)
+    assert answer.startswith(b"HTTP/1.1 408") and b"text/html" in answer.lower(), answer[:300]
+    assert_slow_and_big_bodies_refused(url, within_s=20)
+
+
+def test_arena_serve_listens_on_loopback_only(cli_server):
     import psutil
 
+    proc, _, _ = cli_server
+    tree = set(descendants(proc.pid)) | {proc.pid}
     listening = {
-        (c.laddr.ip, c.laddr.port)
+        (c.pid, c.laddr.ip, c.laddr.port)
         for c in psutil.net_connections("tcp")
-        if c.status == "LISTEN" and c.pid in haproxy
+        if c.status == "LISTEN" and c.pid in tree
     }
-    assert listening and all(ip == "127.0.0.1" for ip, _ in listening), listening
-    assert_slow_and_big_bodies_refused(url, within_s=35)
+    assert len(listening) > 10, listening  # HAProxy, GCS, raylet, agents, metrics, replicas
+    beyond = {(pid, ip, port) for pid, ip, port in listening if not ip.startswith(LOOPBACK)}
+    # The one exception: each Serve replica's inter-deployment gRPC server, which Ray 2.60
+    # binds to "[::]:0" with no setting (docs/security.md).
+    replicas = replica_pids(proc.pid)
+    assert replicas and all(pid in replicas and ip == "::" for pid, ip, _ in beyond), beyond
+
+
+def test_hostile_bodies_through_haproxy(cli_server):
+    _, url, _ = cli_server
+    assert_attacks_refused_while_serving(url)
 
 
 def test_killed_replica_is_replaced_and_traffic_continues(cli_server):
@@ -430,14 +525,71 @@ def test_metrics_endpoint_exports_serve_metrics(cli_server):
     assert re.search(r"^ray_serve_\w+", text, re.M), text[:500]
 
 
-def test_arena_serve_refuses_a_bad_run_with_one_line(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "arena", "serve", str(tmp_path / "nowhere"), "--port", "1"],
+def arena_serve(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "arena", "serve", *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        env=env,
     )
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("arena: error: ")
-    assert "not a run directory" in proc.stderr
+
+
+def assert_refused(proc: subprocess.CompletedProcess, *words: str) -> None:
+    """Exit 2 with one line, before Ray started."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("arena: error: "), proc.stderr[-3000:]
+    assert all(w in lines[0] for w in words), lines[0]
+    assert "starting Ray" not in proc.stdout, proc.stdout
+
+
+def test_arena_serve_refuses_a_bad_run_with_one_line(tmp_path):
+    assert_refused(
+        arena_serve(str(tmp_path / "nowhere"), "--port", str(free_port())), "not a run directory"
+    )
+
+
+def test_arena_serve_refuses_weights_that_do_not_fit_the_config(runs, tmp_path):
+    import shutil
+
+    import yaml
+
+    run = tmp_path / "narrow"
+    shutil.copytree(runs[MPE], run)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["mappo"]["model"]["hidden"] = [32, 32]  # the weights hold 64-unit layers
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    assert_refused(arena_serve(str(run), "--port", str(free_port())), "size mismatch")
+
+
+def test_arena_serve_refuses_a_port_in_use_and_replicas_that_do_not_fit(runs):
+    import socket
+
+    import training.runtime
+
+    run = str(runs[MPE])
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        assert_refused(arena_serve(run, "--port", port), f"127.0.0.1:{port} is in use")
+    cpus = training.runtime.local_resources()["num_cpus"]
+    port = str(free_port())
+    assert_refused(
+        arena_serve(run, "--port", port, "--replicas", str(cpus + 1)),
+        f"--replicas {cpus + 1} x --replica-cpus 1 need {cpus + 1} CPUs",
+        f"has {cpus}",
+    )
+    assert_refused(
+        arena_serve(run, "--port", port, "--replica-cpus", str(cpus + 0.5)),
+        f"more than the {cpus} CPUs",
+    )
+    assert_refused(
+        arena_serve(
+            run, "--port", port, "--autoscale", f"1:{2 * cpus + 1}", "--replica-cpus", "0.5"
+        ),
+        f"--autoscale 1:{2 * cpus + 1}",
+    )

@@ -12,7 +12,7 @@ import pytest
 from serve.server import free_port
 
 TRAINER = """
-import json, sys
+import json, os, sys
 from training import runtime
 runtime.connect(num_cpus=1, dashboard=True, dashboard_port=int(sys.argv[2]), temp_dir=sys.argv[1])
 import ray
@@ -20,7 +20,8 @@ from policies import algorithm
 ctx = ray.get_runtime_context()
 node = ray._private.worker.global_worker.node
 print(json.dumps({"gcs": ctx.gcs_address, "dashboard": node.address_info["webui_url"],
-                  "agent": f"{node.node_ip_address}:{node.dashboard_agent_listen_port}"}), flush=True)
+                  "agent": f"{node.node_ip_address}:{node.dashboard_agent_listen_port}",
+                  "pid": os.getpid()}), flush=True)
 info = algorithm.get("ippo")
 s = info.settings(train_batch_size=256, minibatch_size=128, num_epochs=1, num_envs_per_env_runner=4)
 algo = info.build("mpe/simple_spread-v3", s).build_algo()
@@ -106,3 +107,25 @@ def test_a_job_post_to_the_job_agent_without_the_token_is_refused(training, ray_
         agent = f"{node['NodeManagerAddress']}:{node['DashboardAgentListenPort']}"
     assert not agent.endswith(":-1"), "no job agent listens on this host"
     assert post_job(f"http://{agent}/api/job_agent/jobs/") in (401, 403)
+
+
+def test_the_embedded_ray_listens_on_loopback_only(training):
+    # Ray binds its GCS, raylet, agents and metrics exporters to the node's address (or to
+    # every interface): the embedded Ray's node address is 127.0.0.1.
+    import psutil
+
+    trainer = psutil.Process(training["pid"])
+    tree = {trainer.pid} | {p.pid for p in trainer.children(recursive=True)}
+    deadline = time.monotonic() + 60  # the metrics exporters start a little later
+    while True:
+        listening = {
+            (c.laddr.ip, c.laddr.port)
+            for c in psutil.net_connections("tcp")
+            if c.status == "LISTEN" and c.pid in tree
+        }
+        if len(listening) >= 6 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert len(listening) >= 6, listening  # GCS, raylet, dashboard, agent (gRPC, metrics)
+    beyond = {(ip, port) for ip, port in listening if not ip.startswith(("127.", "::ffff:127."))}
+    assert not beyond, beyond
