@@ -385,6 +385,10 @@ class JobTimeline:
     driver_node: str | None = None
     env_runner_nodes: list[str] = field(default_factory=list)
     worker_nodes: list[str] = field(default_factory=list)
+    node_idle_s: list[float | None] = field(default_factory=list)
+    """For each removed worker node, how long it had been idle when the autoscaler removed it
+    (Ray's record: the node's death message); None if it went for another reason."""
+    driver_node_down: float | None = None
 
     def summary(self) -> dict:
         """The timeline as a JSON-able dict (no logs)."""
@@ -450,6 +454,10 @@ def follow_job(
         tl.node_up.append(node["start_time_ms"] / 1000 - t0)
         if node.get("end_time_ms"):
             tl.node_down.append(node["end_time_ms"] / 1000 - t0)
+            idle = re.search(r"idle for ([0-9.]+) sec", node.get("state_message") or "")
+            tl.node_idle_s.append(float(idle.group(1)) if idle else None)
+            if node["node_id"] == tl.driver_node:
+                tl.driver_node_down = tl.node_down[-1]
     for actor in head.state("actors"):
         if tl.job_id is None or actor["job_id"] != ray_job:
             continue

@@ -6,13 +6,17 @@ pods. Here it is Ray's own fake multi-node provider, which starts each "node" as
 names it ``fake_multinode``, but the pip wheel lacks the default config that provider type
 loads, so it is plugged in as an ``external`` provider: this module.
 
-Two changes to it, both making a node more like a pod:
+Three changes to it, all making a node more like a pod:
 - every node has its own temp dir, as every pod has its own filesystem. Nodes that share the
   head's temp dir share one runtime-env cache, and one node's cache cleanup deletes the working
   dir that a job's driver runs in on another (measured: the driver failed with
   ``FileNotFoundError`` from ``os.getcwd()``);
 - every node has its own IP on the loopback network (127.0.0.2, 127.0.0.3, ...), as every pod
-  has its own. With one IP for all, the dashboard finds a job's logs on the wrong node.
+  has its own. With one IP for all, the dashboard finds a job's logs on the wrong node;
+- every node's temp dir names the cluster's GCS (``ray_current_cluster``, as ``ray start``
+  writes on a pod). Without it, a job's driver on the node resolves ``auto`` to any GCS it
+  finds on the host, another Ray's when one runs beside the cluster (measured: the driver
+  hung, trying to reach another Ray's GCS).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 from ray._private import ray_constants
 from ray._private.node import Node
 from ray._private.parameter import RayParams
+from ray._private.utils import write_ray_address
 from ray.autoscaler._private.fake_multi_node.node_provider import FakeMultiNodeProvider
 from ray.autoscaler.tags import (
     NODE_KIND_WORKER,
@@ -43,9 +48,12 @@ class LocalNodeProvider(FakeMultiNodeProvider):
         with self.lock:
             node_id = self._next_hex_node_id()
             node_type = tags[TAG_RAY_USER_NODE_TYPE]
+            temp_dir = os.path.join(self.provider_config["node_temp_root"], node_id[-5:])
+            os.makedirs(temp_dir, exist_ok=True)
+            write_ray_address(self._gcs_address, temp_dir)
             params = RayParams(
                 node_ip_address=f"127.0.0.{1 + int(node_id[-5:])}",
-                temp_dir=os.path.join(self.provider_config["node_temp_root"], node_id[-5:]),
+                temp_dir=temp_dir,
                 gcs_address=self._gcs_address,
                 redis_address=self._gcs_address,
                 min_worker_port=0,

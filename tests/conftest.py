@@ -30,6 +30,38 @@ envs.register(
 )
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu-burn",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the whole session beside N busy-looping processes (a loaded machine): "
+        "tests must not rely on a quiet one",
+    )
+
+
+# Spins until its parent (pytest) is gone, so no burner outlives a killed run.
+BURN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpu_burn(request):
+    """``--cpu-burn N``: N processes keep N cores busy from before the first fixture to the
+    end of the session, e.g. ``pytest --cpu-burn 4 tests/cluster/test_autoscaling.py``."""
+    import subprocess
+    import sys
+
+    burners = [
+        subprocess.Popen([sys.executable, "-c", BURN])
+        for _ in range(request.config.getoption("--cpu-burn"))
+    ]
+    yield len(burners)
+    for p in burners:
+        p.kill()
+        p.wait()
+
+
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory):
     import ray

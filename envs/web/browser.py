@@ -5,16 +5,20 @@ One :class:`Browser` is one Chromium. It starts on first use, serves every episo
 package does), and is restarted when it crashes or hangs: every driver call runs under a
 watchdog that kills the browser after ``timeout_s``. No browser outlives its owner:
 chromedriver gets SIGKILL when the process that started it dies (``PR_SET_PDEATHSIG``), and
-Chromium, connected to chromedriver by a pipe (``--remote-debugging-pipe``), exits with it.
+Chromium, connected to chromedriver by a pipe (``--remote-debugging-pipe``), exits with it. A
+script that exits with browsers still open closes them at exit (``atexit``).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
 import signal
+import sys
 import threading
+import weakref
 from pathlib import Path
 
 from envs.web.actions import Action
@@ -121,6 +125,18 @@ if (!window.__arenaTimers) {
 }
 """
 
+COVER_JS = """
+// MiniWoB++ ends an episode by showing its START cover, and a click on the cover starts a new
+// problem (core.js: endEpisode -> startEpisode; cover.onclick -> startEpisodeReal). The env
+// starts episodes itself (reset), so the cover lets clicks through: the second click of a
+// double click on Submit then reaches Submit again, as in the twin, whose endEpisode keeps the
+// first outcome, instead of starting a new problem that hides it.
+var style = document.createElement('style');
+style.textContent = '#sync-task-cover { pointer-events: none !important; }';
+document.head.appendChild(style);
+if (core.cover_div) core.cover_div.onclick = null;
+"""
+
 SETTLE_JS = """
 // Lets the page run the timeouts due within SETTLE_MS of the action (a widget's typing delay,
 // a fade, a zero-delay refresh) before it is read: the observation is the page once settled,
@@ -165,8 +181,32 @@ def chrome_missing() -> str | None:
     return None
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int):
+    """chromedriver's preexec_fn: SIGKILL when its parent ends (prctl(2): strictly, the thread
+    that started it, so a browser started from a short-lived thread would end with it)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)  # loaded here, not in the forked child
+
+    def preexec() -> None:  # runs in the child between fork and exec
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the owner died before prctl: no signal would come
+            os._exit(1)
+
+    return preexec
+
+
+_OPEN: weakref.WeakSet[Browser] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_browsers() -> None:
+    """Closes the browsers a script leaves open, while threads can still start: later, in
+    the interpreter's finalisation, a browser's watchdog thread would never start, and its
+    ``__del__`` waited for it forever with the browsers alive."""
+    for browser in list(_OPEN):
+        browser.close()
 
 
 class Browser:
@@ -192,16 +232,18 @@ class Browser:
         options.binary_location = CHROME
         for arg in CHROME_ARGS:
             options.add_argument(arg)
-        service = Service(CHROMEDRIVER, popen_kw={"preexec_fn": _die_with_parent})
+        service = Service(CHROMEDRIVER, popen_kw={"preexec_fn": _die_with(os.getpid())})
         try:
             with self._watchdog(lambda: service.process):
                 self.driver = webdriver.Chrome(service=service, options=options)
                 self.pid = service.process.pid
+                _OPEN.add(self)
                 self.driver.get(self.url)
                 if not self.driver.execute_script("return typeof core !== 'undefined'"):
                     raise BrowserError(f"{self.url} has no MiniWoB++ core")
                 self.driver.execute_async_script(PRELOAD_JS)
                 self.driver.execute_script(TIMERS_JS)
+                self.driver.execute_script(COVER_JS)
         except BrowserError:
             self.close()
             raise
@@ -214,7 +256,8 @@ class Browser:
     def close(self) -> None:
         """Quits the browser; kills it if it does not quit in time. Safe to call twice."""
         driver, self.driver = self.driver, None
-        if driver is not None:
+        # In the interpreter's finalisation no watchdog thread can start: kill, do not quit.
+        if driver is not None and not sys.is_finalizing():
             with contextlib.suppress(Exception), self._watchdog(lambda: None, 10.0):
                 driver.quit()
         if self.pid is not None:
@@ -223,6 +266,8 @@ class Browser:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, os.WNOHANG)
             self.pid = None
+        with contextlib.suppress(Exception):  # the set may be gone in finalisation
+            _OPEN.discard(self)
 
     def restart(self) -> None:
         self.close()

@@ -340,12 +340,14 @@ class LMAlgorithm(Algorithm):
     def _evaluate(self, s) -> float:
         """Greedy success on held-out seeds of the training tasks."""
         seeds = list(range(TRAIN_SEEDS, TRAIN_SEEDS + s["eval_seeds"]))
-        group = self.env_runner_group
+        group, tasks = self.env_runner_group, self.tasks
         if group.num_remote_env_runners() == 0:
-            eps = group.local_env_runner.evaluate(self.tasks, seeds)
+            eps = group.local_env_runner.evaluate(tasks, seeds)
         else:
+            # The closure is pickled to the actor: it must not hold self (an Algorithm does
+            # not pickle on RLlib's new API stack).
             eps = group.foreach_env_runner(
-                lambda r: r.evaluate(self.tasks, seeds),
+                lambda r: r.evaluate(tasks, seeds),
                 local_env_runner=False,
                 remote_worker_ids=[1],
             )[0]

@@ -96,14 +96,19 @@ def test_a_training_scales_the_cluster_up_and_back_down(autoscaling_head, tmp_pa
     assert tl.driver_node in tl.worker_nodes
     assert sorted(tl.env_runner_nodes) == sorted(tl.worker_nodes)  # spread over both
     # In order: nodes up, first iteration (polled, so it may be noted after the job's end on
-    # a busy machine), job end; then each node idle for the timeout.
+    # a busy machine), job end, then the driver's node down.
     assert len(tl.node_down) == 2, tl.summary()
     assert 0 < tl.node_up[0] <= tl.node_up[1] < tl.first_iteration < min(tl.node_down)
-    assert tl.node_up[1] < tl.job_end < min(tl.node_down)
-    # A node turns idle when its last actor ends: the EnvRunners end a moment before the
-    # driver exits (the job's end), hence the 5 s of slack below the timeout.
-    for down in tl.node_down:
-        assert auto.idle_timeout_s - 5 <= down - tl.job_end <= auto.idle_timeout_s + 30
+    assert tl.node_up[1] < tl.job_end < tl.driver_node_down
+    # Each node went for being idle past the timeout, by Ray's own record of its idle time. A
+    # node turns idle when its last actor ends, which on a loaded machine can be well before
+    # the job's end (measured beside two busy loops: an EnvRunner's node went 3.2 s after the
+    # job's end, the driver having taken 12 s to exit): the job's end is a lower bound only
+    # for the driver's node, which holds the job until then.
+    assert all(s is not None and s >= auto.idle_timeout_s for s in tl.node_idle_s), tl.summary()
+    assert tl.driver_node_down - tl.job_end >= auto.idle_timeout_s, tl.summary()
+    for down in tl.node_down:  # and no node lingers long past the timeout
+        assert down - tl.job_end <= auto.idle_timeout_s + 30, tl.summary()
 
     # The run landed under --out, complete.
     assert (run / "checkpoints/latest").read_text() == "iter_000002"

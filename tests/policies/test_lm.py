@@ -284,6 +284,23 @@ def test_grpo_branches_off_a_checkpoint_part_way_into_bc(bc_run, tmp_path):
         )
 
 
+@pytest.mark.parametrize("algo", ["bc", "grpo"])
+def test_evaluation_runs_on_a_remote_env_runner(bc_run, tmp_path, algo):
+    """--env-runners 1: the evaluation is played by the remote EnvRunner (it crashed there,
+    shipping a closure that held the Algorithm, which does not pickle on the new API stack)."""
+    from training.run import train
+
+    settings = {"eval_every": 1, "eval_seeds": 2}
+    if algo == "bc":  # the bc_run's cached traces: no new ones are played
+        settings.update(batch_size=8, trace_episodes=100, teacher_params=1e9)
+    else:
+        settings.update(init=str(bc_run), group_size=2, groups_per_iteration=1)
+    cfg = _cfg(algo, **settings)
+    cfg.env_runners, cfg.iterations = 1, 1
+    rows = _rows(train(cfg, out=str(tmp_path), name=f"{algo}-remote"))
+    assert rows[0]["eval_success"] != "nan" and 0.0 <= float(rows[0]["eval_success"]) <= 1.0
+
+
 def test_the_curriculum_favours_tasks_with_mixed_outcomes():
     from policies.lm.runner import curriculum_weights
 

@@ -1,18 +1,36 @@
 """The embedded Ray of a training run refuses a foreign driver and a job submitted without its
 token, at the dashboard and at the job agent."""
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from serve.server import free_port
+
+def free_ports(n: int) -> list[str]:
+    """``n`` distinct ports free on this host (all held open until all are picked)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [str(s.getsockname()[1]) for s in socks]
+
 
 TRAINER = """
 import json, os, sys
+import ray._private.parameter as parameter
+# ray.init has no argument for the dashboard agent's HTTP port: it is always 52365, which only
+# one Ray per host gets (any other Ray on the machine may hold it). Give this one its own.
+init = parameter.RayParams.__init__
+def with_agent_port(self, *args, **kwargs):
+    init(self, *args, **kwargs)
+    self.dashboard_agent_listen_port = int(sys.argv[3])
+parameter.RayParams.__init__ = with_agent_port
 from training import runtime
 runtime.connect(num_cpus=1, dashboard=True, dashboard_port=int(sys.argv[2]), temp_dir=sys.argv[1])
 import ray
@@ -36,8 +54,9 @@ def training(ray_session, tmp_path_factory):
     env["RAY_AUTH_MODE"] = "disabled"  # what the user had: the run must not inherit it
     env.pop("RAY_ADDRESS", None)  # its own embedded Ray, not the test session's
     proc = subprocess.Popen(
-        # its own dashboard port: Rays of earlier tests may still be letting go of 8265
-        [sys.executable, "-c", TRAINER, str(tmp_path_factory.mktemp("ray")), str(free_port())],
+        # its own dashboard and agent ports: another Ray on the host (an earlier test's, still
+        # letting go, or anyone's) may hold Ray's defaults, 8265 and 52365
+        [sys.executable, "-c", TRAINER, str(tmp_path_factory.mktemp("ray")), *free_ports(2)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -97,15 +116,9 @@ def test_a_job_post_to_the_dashboard_without_the_token_is_refused(training):
     assert post_job(f"http://{training['dashboard']}/api/jobs/") in (401, 403)
 
 
-def test_a_job_post_to_the_job_agent_without_the_token_is_refused(training, ray_session):
-    # Only one Ray per host gets the agent's HTTP port (52365); when the test session's Ray
-    # holds it, the training Ray's agent does not listen (-1), so attack the session's: it is
-    # an embedded Ray started by the same runtime.connect.
+def test_a_job_post_to_the_job_agent_without_the_token_is_refused(training):
     agent = training["agent"]
-    if agent.endswith(":-1"):
-        node = ray_session.nodes()[0]
-        agent = f"{node['NodeManagerAddress']}:{node['DashboardAgentListenPort']}"
-    assert not agent.endswith(":-1"), "no job agent listens on this host"
+    assert not agent.endswith(":-1"), "the training Ray's job agent does not listen"
     assert post_job(f"http://{agent}/api/job_agent/jobs/") in (401, 403)
 
 

@@ -2,6 +2,7 @@
 the twin agrees with them step by step, and no browser process outlives its owner."""
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from envs.web.browser import Browser, BrowserError, chrome_missing
 from envs.web.page import render
 from envs.web.teachers import ScriptedTeacher
 from envs.web.traces import play
+from tests.envs.web.test_twin import DoubleClicker
 
 pytestmark = pytest.mark.skipif(bool(chrome_missing()), reason=str(chrome_missing()))
 
@@ -98,6 +100,33 @@ def test_twin_and_browser_agree_step_by_step():
             real.close()
 
 
+def test_a_double_click_on_submit_ends_the_episode_with_the_first_outcome():
+    """MiniWoB++ shows its START cover when an episode ends; the second click of a double
+    click on Submit must not start a new problem on it (it did, and the outcome was lost)."""
+    for task in ("click-test-2", "click-button", "click-checkboxes", "login-user"):
+        ids = (f"web/{task}-v1", f"websim/{task}-v0")
+        real, twin = (envs.make(i) for i in ids)
+        try:
+            for seed in range(3):
+                a, b = (
+                    play(env, i, seed, DoubleClicker(task))
+                    for env, i in zip((real, twin), ids, strict=True)
+                )
+                assert a[-1]["action"].startswith("dblclick(")
+                assert a[-1]["success"] and a[-1]["reward"] == 1.0, (task, seed, a[-1])
+                for key in ("observation", "action", "reward", "done"):
+                    assert [r[key] for r in a] == [r[key] for r in b], (task, seed, key)
+            # a wrong first submit ends the episode too, with its outcome (click-test-2: TWO)
+            if task == "click-test-2":
+                obs, _ = real.reset(options={"task_seed": 0})
+                two = re.search(r"\[(\w+)\] button 'TWO'", obs["agent_0"]).group(1)
+                _, rew, term, _, info = real.step({"agent_0": f"dblclick('{two}')"})
+                assert term["agent_0"] and rew["agent_0"] == 0.0
+                assert info["agent_0"]["raw_reward"] == -1.0
+        finally:
+            real.close()
+
+
 def test_a_hung_page_is_killed_and_the_browser_restarted():
     env = envs.make("web/click-test-2-v1", timeout_s=3.0)
     env.reset(seed=0)
@@ -130,6 +159,31 @@ def test_no_browser_outlives_a_killed_owner(tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    assert wait_until_gone() == []
+
+
+@pytest.mark.parametrize("ending", ["sys.exit(0)", "raise SystemExit('bye')", "del env"])
+def test_a_script_that_exits_with_a_browser_open_ends_and_takes_it(ending):
+    """No close(): the interpreter still exits promptly (it hung for ever, in the browser's
+    __del__ during finalisation) and no browser process is left."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, envs\n"
+        "env = envs.make('web/click-test-v1'); env.reset(seed=0)\n"
+        "keep = env.page_backend\n"  # the browser outlives the env: only the exit closes it
+        f"{ending}\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail("the script did not exit in 60 s")
     assert wait_until_gone() == []
 
 

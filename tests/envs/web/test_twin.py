@@ -1,6 +1,8 @@
 """The twin's tasks, solved by their teachers, and the study's reward rules."""
 
+import dataclasses
 import pickle
+import re
 
 import pytest
 
@@ -31,6 +33,38 @@ def test_each_twin_task_is_solved_by_its_teacher(task):
     slips = [play(env, f"websim/{task}-v0", s, ScriptedTeacher(task, 0.5, s)) for s in range(40)]
     if task not in ("click-test", "focus-text", "click-dialog"):  # a slip cannot fail these
         assert not all(r[-1]["success"] for r in slips)
+
+
+class DoubleClicker:
+    """The scripted teacher, double-clicking every button it would click."""
+
+    name = "dblclick"
+
+    def __init__(self, task: str):
+        self.inner = ScriptedTeacher(task)
+
+    def act(self, text, history):
+        step = self.inner.act(text, history)
+        m = re.fullmatch(r"click\('(\w+)'\)", step.action)
+        if m and re.search(rf"^\s*\[{m.group(1)}\] button\b", text, re.M):
+            step = dataclasses.replace(step, action=f"dblclick('{m.group(1)}')")
+        return step
+
+
+@pytest.mark.parametrize("task", ["click-test-2", "click-button", "click-checkboxes", "login-user"])
+def test_a_double_click_on_submit_ends_the_episode_with_the_first_outcome(task):
+    """The page's endEpisode keeps only an episode's first outcome: the second click of a
+    double click on Submit changes nothing (tests/envs/web/test_browser.py: the same on the
+    real page)."""
+    env = envs.make(f"websim/{task}-v0")
+    for seed in range(20):
+        rows = play(env, f"websim/{task}-v0", seed, DoubleClicker(task))
+        assert rows[-1]["action"].startswith("dblclick(") and rows[-1]["reward"] == 1.0
+    if task == "click-test-2":  # a wrong first answer stays wrong
+        obs, _ = env.reset(options={"task_seed": 0})
+        two = re.search(r"\[(\w+)\] button 'TWO'", obs[AGENT]).group(1)
+        _, rew, term, _, info = step(env, f"dblclick('{two}')")
+        assert term and rew == 0.0 and info["raw_reward"] == -1.0
 
 
 def step(env, text):
