@@ -62,6 +62,20 @@ def cpu_burn(request):
         p.wait()
 
 
+@pytest.fixture(scope="module")
+def busy_machine():
+    """One busy-looping process beside a module's tests: the tests that once assumed a quiet
+    machine (the autoscaler's scale-down timing, the job agent's port) always run on a loaded
+    one."""
+    import subprocess
+    import sys
+
+    burner = subprocess.Popen([sys.executable, "-c", BURN])
+    yield burner
+    burner.kill()
+    burner.wait()
+
+
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory):
     import ray

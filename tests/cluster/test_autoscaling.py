@@ -62,7 +62,7 @@ def test_sizes_come_from_the_k8s_manifest():
 
 
 @pytest.fixture(scope="module")
-def autoscaling_head():
+def autoscaling_head(busy_machine):  # on a loaded machine: its timing must hold there
     auto = Autoscaling.from_manifest()
     head = LocalHead(short_temp_dir())
     try:

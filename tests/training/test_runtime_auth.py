@@ -49,7 +49,7 @@ while True:  # until the test kills it: every attack below meets a live training
 
 
 @pytest.fixture(scope="module")
-def training(ray_session, tmp_path_factory):
+def training(ray_session, busy_machine, tmp_path_factory):  # the job agent under load
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env["RAY_AUTH_MODE"] = "disabled"  # what the user had: the run must not inherit it
     env.pop("RAY_ADDRESS", None)  # its own embedded Ray, not the test session's
