@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+MAX_WORKERS = 64
+"""Ray actors ``arena web traces`` may start (each holds its own browsers)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     web = sub.add_parser("web", help="web environments: teacher traces")
@@ -68,6 +71,8 @@ def traces(args) -> int:
         raise EnvError(f"--episodes must be >= 1, got {args.episodes}")
     if not 0.0 <= args.error_rate <= 1.0:
         raise EnvError(f"--error-rate must be in [0, 1], got {args.error_rate}")
+    if not 0 <= args.workers <= MAX_WORKERS:
+        raise EnvError(f"--workers must be in 0..{MAX_WORKERS} (0: play here), got {args.workers}")
     env_ids = _env_ids(args.tasks, args.backend)
     if args.teacher == "scripted":
         known = experts()
@@ -78,6 +83,8 @@ def traces(args) -> int:
             )
     elif not (args.url and args.model):
         raise EnvError("--teacher openai needs --url and --model")
+    elif not args.url.startswith(("http://", "https://")):
+        raise EnvError(f"--url must be an http:// or https:// URL (…/v1), got {args.url!r}")
     spec = TeacherSpec(
         args.teacher, args.error_rate, args.url, args.model, args.temperature, args.params
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envs.registry import EnvError
 from envs.web.actions import SIGNATURES, ParseError, parse
 
 _LINE = re.compile(r"^(\t*)\[(\d+)\] (\S+)(?: '((?:[^'\\]|\\.)*)')?(.*)$")
@@ -237,6 +238,10 @@ def first_action(text: str) -> str:
     return text.strip()
 
 
+class TeacherError(EnvError):
+    """The teacher's server cannot be reached or answers with an error (one line, exit 2)."""
+
+
 class OpenAITeacher:
     """A chat model at ``{url}/chat/completions`` (OpenAI's protocol)."""
 
@@ -268,12 +273,18 @@ class OpenAITeacher:
         request = urllib.request.Request(self.url, body, headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
-                answer = json.load(reply)
+                raw = reply.read()
         except urllib.error.HTTPError as e:
-            raise RuntimeError(f"{self.url} answered {e.code}: {e.read()[:200]!r}") from None
-        except (urllib.error.URLError, TimeoutError) as e:
-            raise RuntimeError(f"cannot reach the teacher at {self.url}: {e}") from None
-        text = answer["choices"][0]["message"]["content"] or ""
+            raise TeacherError(f"{self.url} answered {e.code}: {e.read()[:200]!r}") from None
+        except OSError as e:  # refused or timed out
+            raise TeacherError(f"cannot reach the teacher at {self.url}: {e}") from None
+        try:
+            answer = json.loads(raw)
+            text = answer["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise TeacherError(
+                f"{self.url} did not answer as OpenAI's chat completions do: {raw[:200]!r}"
+            ) from None
         usage = answer.get("usage") or {}
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         compute = {

@@ -2,13 +2,14 @@
 tested against a local chat-completions server."""
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from arena.cli import main
-from envs.web.teachers import OpenAITeacher, ScriptedTeacher
+from envs.web.teachers import OpenAITeacher, ScriptedTeacher, TeacherError
 from envs.web.traces import TeacherSpec, done_episodes, write_traces
 
 
@@ -57,6 +58,22 @@ def test_bad_trace_requests_are_refused(tmp_path, capsys):
     assert "no scripted expert for web/click-pie-v1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs --url and --model"):
         TeacherSpec("openai").build("click-test", 0)
+    base = ["web", "traces", "--tasks", "click-test-2", "--episodes", "1", "--out", str(tmp_path)]
+    assert main([*base, "--workers", "-1"]) == 2
+    assert "--workers must be in 0..64" in capsys.readouterr().err
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    for url, words in (
+        (f"http://127.0.0.1:{closed}/v1", "cannot reach"),
+        ("nowhere", "must be an http"),
+    ):
+        openai = ["--teacher", "openai", "--url", url, "--model", "m"]
+        assert main([*base, *openai]) == 2
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert lines[-1].startswith("arena: error:") and words in lines[-1], err
+        assert "Traceback" not in err
 
 
 class _Chat(BaseHTTPRequestHandler):
