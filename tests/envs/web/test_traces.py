@@ -118,5 +118,5 @@ def test_openai_teacher_against_a_local_server(tmp_path):
         "flops": 2.0 * 1e6 * 110,
     }
     assert _Chat.seen[0]["model"] == "tiny" and _Chat.seen[0]["temperature"] == 0.5
-    with pytest.raises(RuntimeError, match="cannot reach the teacher"):
+    with pytest.raises(TeacherError, match="cannot reach the teacher"):
         OpenAITeacher(url, "tiny", timeout_s=2).act("Goal: x", [])
