@@ -6,7 +6,8 @@ return: every agent receives SMAC's shared reward, so it is the mean over agents
 ``test_battle_won_mean``. :func:`greedy_test` plays them for any algorithm's modules;
 :class:`GreedyTests` does it for an RLlib Algorithm whose ``learner_config_dict`` names the
 cadence under ``"greedy_tests"`` (the PPO family; the value-based trainer calls
-:func:`greedy_test` from its own loop).
+:func:`greedy_test` from its own loop). Arena's first test comes after the first iteration
+(an RLlib callback sees a result, not the start), PyMARL's before any update.
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ SMAC_TEST_INTERVAL = 10_000
 """PyMARL's ``test_interval`` (``src/config/default.yaml``), the default on SMAC envs."""
 
 
+BATTLE_FAMILIES = ("smac", "smacv2")
+"""Env families whose papers report the greedy test win rate."""
+
+
 def default_interval(env_id: str) -> int:
-    """Env steps between tests when a run does not say: PyMARL's on SMAC (its papers report the
-    greedy test win rate), none elsewhere (a test of long episodes costs more than it tells)."""
-    return SMAC_TEST_INTERVAL if env_id.split("/", 1)[0] == "smac" else 0
+    """Env steps between tests when a run does not say: PyMARL's on SMAC and SMACv2 (their
+    papers report the greedy test win rate), none elsewhere (a test of long episodes costs more
+    than it tells)."""
+    return SMAC_TEST_INTERVAL if env_id.split("/", 1)[0] in BATTLE_FAMILIES else 0
 
 
 def policy_of(modules: dict[str, Any]):
@@ -63,7 +69,7 @@ def make_test_envs(env_id: str, env_config: dict, episodes: int, seed: int | Non
 
 
 def is_due(env_steps: int, last_steps: int | None, interval: int) -> bool:
-    """Whether a test is due at ``env_steps`` (PyMARL: at the start, then once ``interval`` env
+    """Whether a test is due at ``env_steps`` (the first time asked, then once ``interval`` env
     steps have passed since the last test)."""
     return interval > 0 and (last_steps is None or env_steps - last_steps >= interval)
 

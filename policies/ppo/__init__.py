@@ -82,9 +82,9 @@ class PPOSettings:
     demo_log_std: float = -1.5
     """The Gaussian's log standard deviation after cloning (exploration around the clone)."""
     test_interval: int | None = None
-    """Env steps between greedy test episodes (PyMARL's ``test_interval``; the first at the
-    start), logged as ``test_return_mean`` and ``test_battle_won_mean``. None: 10,000 on SMAC
-    envs, none elsewhere; 0: none."""
+    """Env steps between greedy test episodes (PyMARL's ``test_interval``; the first after the
+    first iteration), logged as ``test_return_mean`` and ``test_battle_won_mean``. None:
+    10,000 on SMAC and SMACv2 envs, none elsewhere; 0: none."""
     test_nepisode: int = 32
     """Greedy episodes per test (PyMARL's ``test_nepisode``)."""
 

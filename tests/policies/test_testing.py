@@ -32,9 +32,8 @@ def test_the_cadence_is_pymarls():
     assert is_due(0, None, 10_000)  # the first test at the start
     assert not is_due(9_999, 0, 10_000) and is_due(10_000, 0, 10_000)
     assert not is_due(0, None, 0)  # 0: no tests
-    assert (
-        default_interval("smac/3m-v0") == 10_000 and default_interval("mpe/simple_spread-v3") == 0
-    )
+    assert default_interval("smac/3m-v0") == default_interval("smacv2/protoss_5_vs_5-v0") == 10_000
+    assert default_interval("mpe/simple_spread-v3") == 0
     assert greedy_tests("smac/3m-v0", PPOSettings())["interval"] == 10_000
     assert greedy_tests("smac/3m-v0", PPOSettings(test_interval=0))["interval"] == 0
     assert greedy_tests("test/masked_grid-v0", PPOSettings(test_interval=50))["interval"] == 50
@@ -71,3 +70,11 @@ def test_tests_follow_the_interval_and_are_off_by_default_elsewhere(ray_session,
     team = [float(r["test_return_mean"]) for r in got]
     assert all(np.isfinite(team))
     assert math.isnan(float(got[0]["test_battle_won_mean"] or "nan"))  # the grid has no battles
+
+
+def test_a_seeds_sweep_on_smac_leads_with_the_greedy_test_win_rate():
+    from tune.sweeps.seeds import SeedsSweep
+
+    assert SeedsSweep(env="smac/3m-v0").lead == "test_battle_won_mean"
+    assert SeedsSweep(env="mpe/simple_spread-v3").lead == "episode_return_mean"
+    assert SeedsSweep(env="smac/3m-v0", metric="win_rate").lead == "win_rate"

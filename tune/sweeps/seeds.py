@@ -28,8 +28,9 @@ class SeedsSweep:
     """Seeds: 0 .. samples - 1 (``--samples``)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Any other ``arena train --set`` keys, e.g. ``{train_batch_size: 1000}``."""
-    metric: str = "episode_return_mean"
-    """The column the live table and the report lead with."""
+    metric: str = ""
+    """The column the live table and the report lead with; empty: the greedy test win rate
+    (``test_battle_won_mean``, what SMAC papers report) on SMAC, else ``episode_return_mean``."""
 
     stage_names = ("train",)
 
@@ -50,9 +51,19 @@ class SeedsSweep:
             {"run": self.run_config(s), "study": {"seed": s}, "stop": {}}
             for s in range(self.samples)
         ]
-        return Stage(name, runs, metric=self.metric)
+        return Stage(name, runs, metric=self.lead)
 
     def report(self, trials, rows, figures) -> list:
         from tune import analysis
 
-        return analysis.seed_sections(trials, rows, self.metric, figures)
+        return analysis.seed_sections(trials, rows, self.lead, figures)
+
+    @property
+    def lead(self) -> str:
+        """The metric the table and report lead with (``metric``, or the family's own)."""
+        if self.metric:
+            return self.metric
+        from policies.testing import BATTLE_FAMILIES
+
+        battles = self.env.split("/", 1)[0] in BATTLE_FAMILIES
+        return "test_battle_won_mean" if battles else "episode_return_mean"
