@@ -29,7 +29,7 @@ def rows(run):
 
 
 def test_the_cadence_is_pymarls():
-    assert is_due(0, None, 10_000)  # the first test at the start
+    assert is_due(0, None, 10_000)  # the first time asked (after the first iteration)
     assert not is_due(9_999, 0, 10_000) and is_due(10_000, 0, 10_000)
     assert not is_due(0, None, 0)  # 0: no tests
     assert default_interval("smac/3m-v0") == default_interval("smacv2/protoss_5_vs_5-v0") == 10_000
