@@ -87,10 +87,9 @@ def what_ran(saved: dict, trials, rows) -> Section:
     text = f"`arena sweep {saved['name']}` with:\n\n{md_table(settings)}\n"
     if "env_steps" in rows:
         steps = rows.groupby("trial")["env_steps"].max()
-        text += (
-            f"\nEach trial trained {int(steps.min()):,} to {int(steps.max()):,} env steps "
-            f"({len(steps)} trials reporting).\n"
-        )
+        low, high = int(steps.min()), int(steps.max())
+        span = f"{low:,}" if low == high else f"{low:,} to {high:,}"
+        text += f"\nEach trial trained {span} env steps ({len(steps)} trials reporting).\n"
     return Section("What ran", text)
 
 
