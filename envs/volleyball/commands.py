@@ -30,6 +30,7 @@ def demos(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from envs.demos import DEMO_KEYS, load_demos, save_demos
+    from envs.registry import EnvError
     from envs.volleyball.planner import ServePlanner
 
     if min(args.episodes, args.batch, args.workers) < 1:
@@ -47,7 +48,7 @@ def demos(args) -> int:
     if out.exists():
         old = load_demos(out)
         if int(old.get("seed", -1)) != args.seed:
-            raise ValueError(
+            raise EnvError(
                 f"{out} was planned with seed {int(old.get('seed', -1))}, not {args.seed}"
             )
         planner.nominal = old["nominal"]

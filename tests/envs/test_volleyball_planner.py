@@ -77,7 +77,7 @@ def _demos(tmp_path, name, *extra):
     return out
 
 
-def test_the_command_resumes_to_the_same_file(tmp_path):
+def test_the_command_resumes_to_the_same_file(tmp_path, capsys):
     """A file cut after its first batch (as a killed run leaves it) goes on to the same
     demonstrations as one run straight through, by either number of workers."""
     from envs.demos import load_demos, save_demos
@@ -98,5 +98,10 @@ def test_the_command_resumes_to_the_same_file(tmp_path):
         np.testing.assert_array_equal(a[k], b[k])
     n = int(a["succeeded"])
     assert n == 0 or list(np.unique(a["episode"])) == list(range(n))
-    with pytest.raises(ValueError, match="planned with seed 0, not 1"):
-        _demos(tmp_path, "a.npz", "--episodes", "8", "--seed", "1")
+    from arena.cli import main
+
+    argv = ["volleyball", "demos", "--out", str(tmp_path / "a.npz"), "--seed", "1"]
+    assert main(argv) == 2  # one line: another seed cannot go on with this file
+    assert "arena: error: " + str(tmp_path / "a.npz") + " was planned with seed 0, not 1" in (
+        capsys.readouterr().err
+    )
