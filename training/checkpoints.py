@@ -83,11 +83,14 @@ def _pointed(run: Path) -> tuple[Path | None, str]:
     return ckdir / name, ""
 
 
+def _checkpoints(ckdir: Path) -> list[Path]:
+    """The ``iter_N`` folders in ``ckdir``, newest first."""
+    return sorted((p for p in ckdir.glob("iter_*") if CHECKPOINT_NAME.match(p.name)), reverse=True)
+
+
 def _complete(run: Path) -> list[Path]:
     """The run's checkpoint folders with an ``arena.json``, newest first."""
-    ckdir = run / "checkpoints"
-    found = [p for p in ckdir.glob("iter_*") if CHECKPOINT_NAME.match(p.name)]
-    return sorted((p for p in found if (p / "arena.json").is_file()), reverse=True)
+    return [p for p in _checkpoints(run / "checkpoints") if (p / "arena.json").is_file()]
 
 
 def latest_checkpoint(run: Path) -> Path:
@@ -239,11 +242,11 @@ def resume_checkpoint(run: Path, name: str | None) -> tuple[Path, dict]:
             raise RunError(f"{run} has no checkpoint {name[:80]!r}; it has {have or 'none'}")
         return ckpt, resumable_meta(ckpt)
     pointed, problem = _pointed(run)
-    candidates = [p for p in ckdir.glob("iter_*") if CHECKPOINT_NAME.match(p.name)]
+    candidates = _checkpoints(ckdir)
     if pointed is not None:  # never newer than latest: those are an abandoned attempt's
         candidates = [p for p in candidates if p.name <= pointed.name]
     problems = [problem] if problem else []
-    for ckpt in sorted(candidates, reverse=True):
+    for ckpt in candidates:
         try:
             meta = resumable_meta(ckpt)
         except RunError as e:

@@ -290,8 +290,7 @@ def set_value(cfg: TrainConfig, key: str, value: Any) -> None:
     elif target is not None:
         allowed = _setting_keys(target, label)
     else:  # an unknown group: name the groups, not every key
-        groups_of = _setting_keys(cfg.settings, nested_as="{}.<key>")
-        allowed = [k for k in groups_of if k.endswith(".<key>")] + ["env.<argument>"]
+        allowed = [k for k in _allowed_keys(cfg) if k.endswith(">")]
     raise ConfigError(f"unknown config key {shorten(key)}; allowed: {', '.join(allowed)}")
 
 
