@@ -6,10 +6,14 @@
 Same numbers as Arena's PPO defaults (``policies.ppo.PPOSettings``): one module shared by the
 3 agents, actor and critic MLPs 64-64 tanh with orthogonal init (gain sqrt 2; 0.01 actor
 head, 1.0 critic head), 64 envs, 4,000 env steps a batch (63 steps of 64 envs), 5 epochs of
-minibatches of 512 agent rows, GAE (gamma 0.99, lambda 0.95) bootstrapped at the time limit,
-advantages standardised over the batch, clip 0.2, squared value error clipped at 10, value
-coefficient 0.5, entropy 0.01, gradient norm 0.5, Adam at 1e-3. ``--critic central`` is
-MAPPO's critic (global state and a one-hot agent id). One thread.
+minibatches of 512 agent rows (the batch split into round(rows / 512) equal minibatches),
+GAE (gamma 0.99, lambda 0.95) bootstrapped at the time limit, advantages standardised per
+minibatch, clip 0.2, the value's change clipped at 0.2 (half the larger squared error, as
+CleanRL), value coefficient 0.5, entropy 0.01, gradient norm 0.5, Adam at 1e-3 with eps 1e-5.
+``--critic central`` is MAPPO's critic (global state and a one-hot agent id). One thread. The
+SGD loop is written as Arena's learner (``policies/ppo/learner.py``) writes it: one gather
+per column and epoch, contiguous minibatch views, log-softmax instead of
+``torch.distributions``, foreach Adam, so the floor stays honest.
 
 Prints one JSON line per iteration with ``--curve``, and a summary line: env steps per second
 over whole iterations, the split into sampling, GAE and SGD, and the mean return of the
@@ -39,7 +43,7 @@ LR, GAMMA, LAMBDA, CLIP, VF_CLIP, VF_COEF, ENT_COEF, MAX_GRAD_NORM = (
     0.99,
     0.95,
     0.2,
-    10.0,
+    0.2,
     0.5,
     0.01,
     0.5,
@@ -87,7 +91,8 @@ def train(critic: str, timesteps: int, seed: int, curve: bool) -> dict:
     obs, state = step.obs[group.name], step.state
     crit_dim = critic_input(obs, state).shape[-1]
     agent = Agent(obs_dim, crit_dim, n_actions)
-    optim = torch.optim.Adam(agent.parameters(), lr=LR)
+    params = list(agent.parameters())
+    optim = torch.optim.Adam(params, lr=LR, eps=1e-5, foreach=True)
 
     buf_obs = np.zeros((T, B, N, obs_dim), np.float32)
     buf_crit = np.zeros((T, B, N, crit_dim), np.float32)
@@ -108,10 +113,10 @@ def train(critic: str, timesteps: int, seed: int, curve: bool) -> dict:
         for t in range(T):
             crit = critic_input(obs, state)
             with torch.no_grad():
-                logits = agent.actor(torch.from_numpy(obs))
-                dist = torch.distributions.Categorical(logits=logits)
-                action = dist.sample()
-                buf_logp[t] = dist.log_prob(action).numpy()
+                logp_all = torch.log_softmax(agent.actor(torch.from_numpy(obs)), -1)
+                action = torch.multinomial(logp_all.exp().reshape(-1, n_actions), 1)
+                action = action.reshape(B, N)
+                buf_logp[t] = logp_all.gather(-1, action[..., None])[..., 0].numpy()
                 buf_val[t] = agent.value(torch.from_numpy(crit)).numpy()
             buf_obs[t], buf_crit[t], buf_act[t] = obs, crit, action.numpy()
             step = vec.step({group.name: buf_act[t]})
@@ -153,21 +158,27 @@ def train(critic: str, timesteps: int, seed: int, curve: bool) -> dict:
         b_logp = torch.from_numpy(buf_logp.reshape(rows))
         b_ret = torch.from_numpy(returns.reshape(rows))
         b_adv = torch.from_numpy(adv.reshape(rows))
-        b_adv = (b_adv - b_adv.mean()) / max(float(b_adv.std()), 1e-4)
+        b_val = torch.from_numpy(buf_val.reshape(rows))
+        columns = (b_obs, b_crit, b_act, b_logp, b_ret, b_adv, b_val)
+        bounds = torch.arange(rows).tensor_split(max(1, round(rows / MINIBATCH)))
         for _ in range(EPOCHS):
             order = torch.randperm(rows)
-            for start in range(0, rows, MINIBATCH):
-                mb = order[start : start + MINIBATCH]
-                dist = torch.distributions.Categorical(logits=agent.actor(b_obs[mb]))
-                ratio = torch.exp(dist.log_prob(b_act[mb]) - b_logp[mb])
-                pg = torch.min(
-                    ratio * b_adv[mb], torch.clamp(ratio, 1 - CLIP, 1 + CLIP) * b_adv[mb]
-                ).mean()
-                vf = torch.clamp((agent.value(b_crit[mb]) - b_ret[mb]) ** 2, 0, VF_CLIP).mean()
-                loss = -pg + VF_COEF * vf - ENT_COEF * dist.entropy().mean()
-                optim.zero_grad()
+            shuffled = [c[order] for c in columns]
+            for part in bounds:
+                at = slice(int(part[0]), int(part[-1]) + 1)
+                m_obs, m_crit, m_act, m_logp, m_ret, m_adv, m_val = (c[at] for c in shuffled)
+                m_adv = (m_adv - m_adv.mean()) / (m_adv.std() + 1e-8)
+                logp_all = torch.log_softmax(agent.actor(m_obs), -1)
+                ratio = torch.exp(logp_all.gather(-1, m_act[:, None])[:, 0] - m_logp)
+                pg = torch.min(ratio * m_adv, torch.clamp(ratio, 1 - CLIP, 1 + CLIP) * m_adv).mean()
+                value = agent.value(m_crit)
+                moved = m_val + (value - m_val).clamp(-VF_CLIP, VF_CLIP)
+                vf = 0.5 * torch.max((value - m_ret) ** 2, (moved - m_ret) ** 2).mean()
+                entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+                loss = -pg + VF_COEF * vf - ENT_COEF * entropy
+                optim.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), MAX_GRAD_NORM)
+                nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM, foreach=True)
                 optim.step()
         t3 = time.perf_counter()
         timers["sample_s"] += t1 - t0

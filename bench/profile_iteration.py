@@ -30,14 +30,27 @@ PARTS = {
     "sampling": [("policies/sampling.py", "rollout")],
     "sampler_episode_building": [("policies/sampling.py", "_cut_episodes")],
     "sampler_gae_arrays": [("policies/ppo/array_path.py", "gae_batch")],
-    "learner_update": [("core/learner/learner.py", "update")],
+    "learner_update": [
+        ("core/learner/learner.py", "update"),
+        ("policies/ppo/learner.py", "update"),
+    ],
     "learner_connectors": [("connectors/connector_pipeline_v2.py", "__call__")],
     "gae": [("general_advantage_estimation.py", "__call__")],
     "minibatch_slicing": [("minibatch_utils.py", "__iter__")],
-    "forward_and_loss": [("core/learner/torch/torch_learner.py", "compute_losses")],
+    "forward_and_loss": [
+        ("core/learner/torch/torch_learner.py", "compute_losses"),
+        ("policies/ppo/learner.py", "ppo_loss"),
+    ],
+    "batch_to_tensors_and_shuffles": [
+        ("policies/ppo/learner.py", "_tensors"),
+        ("policies/ppo/learner.py", "_gather"),
+    ],
     "backward": [("torch/_tensor.py", "backward")],
-    "optimiser_and_clip": [("core/learner/torch/torch_learner.py", "apply_gradients")]
-    + [("core/learner/torch/torch_learner.py", "postprocess_gradients")],
+    "optimiser_and_clip": [
+        ("torch/optim/adam.py", "step"),
+        ("nn/utils/clip_grad.py", "clip_grad_norm_"),
+        ("core/learner/torch/torch_learner.py", "postprocess_gradients"),
+    ],
     "metrics": [("utils/metrics/metrics_logger.py", "")],
     "weight_sync": [("env/env_runner_group.py", "sync_weights")],
     # value-based (policies/q): sampling whole episodes, the replay, the TD update

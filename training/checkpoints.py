@@ -117,11 +117,24 @@ def load_config(run: Path) -> TrainConfig:
     except ConfigError as e:
         raise RunError(str(e)) from None
     try:
-        cfg = TrainConfig.from_dict(data)
+        cfg = TrainConfig.from_dict(_with_its_loss(data))
         cfg.validate()
     except ConfigError as e:
         raise RunError(f"{run / 'config.yaml'}: {e}") from None
     return cfg
+
+
+RLLIB_PPO_LOSS = {"value_clip": "loss", "advantage_norm": "batch", "adam_eps": 1e-8}
+"""The PPO loss of runs saved before the loss choices existed (RLlib's)."""
+
+
+def _with_its_loss(data: dict) -> dict:
+    """A saved run's config with the PPO loss it learned with: runs saved before the loss
+    choices (``vf_clip_param`` but no ``value_clip``) resume and evaluate with RLlib's."""
+    settings = data.get(data.get("algo", ""))
+    if isinstance(settings, dict) and "vf_clip_param" in settings and "value_clip" not in settings:
+        data = {**data, data["algo"]: {**settings, **RLLIB_PPO_LOSS}}
+    return data
 
 
 def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path | None:

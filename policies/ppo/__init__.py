@@ -27,6 +27,7 @@ from policies.diversity import DiversityCallback
 from policies.mapping import plan_modules, slot_to_dict
 from policies.modules import ActorCritic, ModelSettings, shown
 from policies.ppo.array_path import ArrayPPO
+from policies.ppo.learner import ADVANTAGE_NORMS, VALUE_CLIPS, ArrayPPOLearner, LossSettings
 from policies.sampling import VectorEnvRunner
 from policies.testing import TEST_METRICS, GreedyTests, default_interval
 
@@ -52,8 +53,18 @@ class PPOSettings:
     """GAE lambda."""
     clip_param: float = 0.2
     """PPO surrogate clip range."""
-    vf_clip_param: float = 10.0
-    """Clip range of the value loss."""
+    vf_clip_param: float = 0.2
+    """Clip range of the value loss (see ``value_clip``)."""
+    value_clip: str = "change"
+    """How the value loss is clipped: ``change`` (the value moves at most ``vf_clip_param``
+    from the sampled one; PPO2, CleanRL, JaxMARL, MAPPO), ``loss`` (RLlib's: the squared error
+    clamped at ``vf_clip_param``, e.g. 10) or ``none``. Feed-forward modules only: recurrent
+    ones learn with RLlib's loss."""
+    advantage_norm: str = "minibatch"
+    """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
+    ``batch`` (RLlib's) or ``none``. Feed-forward modules only (recurrent: per batch)."""
+    adam_eps: float = 1e-5
+    """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     entropy_coeff: float = 0.01
     """Entropy bonus weight."""
     vf_loss_coeff: float = 0.5
@@ -101,6 +112,7 @@ class PPOSettings:
                 "vf_loss_coeff",
                 "kl_coeff",
                 "grad_clip",
+                "adam_eps",
             )
         )
         # Upper bounds too: lr=1e30 trains without a NaN, to useless weights.
@@ -114,6 +126,9 @@ class PPOSettings:
             "vf_loss_coeff": 0 <= self.vf_loss_coeff <= MAX_COEFF,
             "kl_coeff": 0 <= self.kl_coeff <= MAX_COEFF,
             "grad_clip": self.grad_clip > 0,
+            "value_clip": self.value_clip in VALUE_CLIPS,
+            "advantage_norm": self.advantage_norm in ADVANTAGE_NORMS,
+            "adam_eps": 0 < self.adam_eps <= 1,
             "train_batch_size": self.train_batch_size > 0,
             "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
             "num_epochs": self.num_epochs > 0,
@@ -135,7 +150,9 @@ class PPOSettings:
                 f"finite, lr <= {MAX_LR:g}, coefficients in [0, {MAX_COEFF:g}], gamma in (0, 1], "
                 "gae_lambda in [0, 1], "
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
-                "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096)"
+                "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096, value_clip in "
+                f"{'/'.join(VALUE_CLIPS)}, advantage_norm in {'/'.join(ADVANTAGE_NORMS)}, "
+                "adam_eps in (0, 1])"
             )
 
 
@@ -230,7 +247,8 @@ def configure_ppo(
             gamma=settings.gamma,
             lambda_=settings.gae_lambda,
             clip_param=settings.clip_param,
-            vf_clip_param=settings.vf_clip_param,
+            # RLlib's own loss (recurrent modules) clamps only under value_clip=loss
+            vf_clip_param=settings.vf_clip_param if settings.value_clip == "loss" else math.inf,
             entropy_coeff=settings.entropy_coeff,
             vf_loss_coeff=settings.vf_loss_coeff,
             kl_coeff=settings.kl_coeff,
@@ -239,11 +257,29 @@ def configure_ppo(
             train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, opts.learners)),
             minibatch_size=settings.minibatch_size,
             num_epochs=settings.num_epochs,
-            learner_config_dict={"greedy_tests": greedy_tests(env_id, settings)},
+            learner_config_dict={
+                "greedy_tests": greedy_tests(env_id, settings),
+                LossSettings.KEY: loss_settings(settings).as_dict(),
+            },
+            **({} if settings.model.recurrent else {"learner_class": ArrayPPOLearner}),
         )
         .callbacks([DiversityCallback, GreedyTests])
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=opts.seed)
+    )
+
+
+def loss_settings(settings: PPOSettings) -> LossSettings:
+    """The loss choices :class:`ArrayPPOLearner` reads."""
+    return LossSettings(
+        value_clip=settings.value_clip,
+        advantage_norm=settings.advantage_norm,
+        adam_eps=settings.adam_eps,
+        vf_clip_param=settings.vf_clip_param,
+        clip_param=settings.clip_param,
+        vf_loss_coeff=settings.vf_loss_coeff,
+        grad_clip=settings.grad_clip,
+        use_kl_loss=settings.kl_coeff > 0,
     )
 
 

@@ -81,9 +81,8 @@ def gae_batch(
     """One module's rollout as a flat PPO training batch (rows time-major), with GAE
     advantages and value targets over whole arrays: the value after a step is 0 where its
     episode terminated and the final observation's value where it was truncated (no credit
-    across episodes). Advantages are standardised per module as RLlib's GAE connector does,
-    but over the real steps only (RLlib's statistics include one padding step per episode
-    chunk, which its loss then masks out)."""
+    across episodes). The sampled values travel along (the value clip's reference); the
+    learner standardises the advantages (``policies.ppo.learner``)."""
     T, B = done.shape
     R = b.rewards.shape[1]
     K = R // B
@@ -112,7 +111,6 @@ def gae_batch(
         last = delta[t] + gamma * lam * carry[t] * last
         adv[t] = last
     targets = adv + values[:T]
-    adv = (adv - adv.mean()) / max(float(adv.std()), 1e-4)
     return {
         Columns.OBS: {k: v[:T].reshape(T * R, *v.shape[2:]) for k, v in x.items()},
         Columns.ACTIONS: b.actions.reshape(T * R, *b.actions.shape[2:]),
@@ -120,6 +118,7 @@ def gae_batch(
         Columns.ACTION_DIST_INPUTS: b.outputs.reshape(T * R, *b.outputs.shape[2:]),
         Postprocessing.ADVANTAGES: adv.reshape(T * R),
         Postprocessing.VALUE_TARGETS: targets.astype(np.float32).reshape(T * R),
+        Columns.VF_PREDS: values[:T].astype(np.float32).reshape(T * R),
     }
 
 

@@ -157,3 +157,21 @@ def test_an_old_format_checkpoint_without_its_module_is_never_resumed(tmp_path, 
     shutil.rmtree(ckdir / "iter_000001" / "learner_group")
     with pytest.raises(RunError, match="old-format checkpoint .*--checkpoint"):
         resume_checkpoint(run, None)
+
+
+def test_a_run_saved_before_the_ppo_loss_choices_keeps_rllibs_loss():
+    """The shipped volleyball skills learned with RLlib's value clamp at 10: resuming or
+    evaluating them must not switch to the new default loss; a run that names its loss keeps
+    it."""
+    from training.checkpoints import load_config
+    from training.config import TrainConfig
+
+    old = load_config(Path("envs/volleyball/assets/team/serve")).settings
+    assert (old.value_clip, old.advantage_norm, old.adam_eps, old.vf_clip_param) == (
+        "loss",
+        "batch",
+        1e-8,
+        10.0,
+    )
+    new = TrainConfig(env="mpe/simple_spread-v3").settings
+    assert (new.value_clip, new.advantage_norm, new.adam_eps) == ("change", "minibatch", 1e-5)

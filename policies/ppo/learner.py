@@ -1,0 +1,263 @@
+"""PPO's Learner on the array path: the whole epoch and minibatch loop in one function.
+
+RLlib's ``Learner.update`` wraps every minibatch in Python bookkeeping (a cyclic iterator that
+slices a ``MultiAgentBatch``, tensor conversion, metrics logged per minibatch, a summed loss
+over modules). For a feed-forward module's flat batch :meth:`ArrayPPOLearner.update` instead
+converts each module's batch to tensors once, permutes it once per epoch (one gather per
+column), takes minibatches as contiguous views and keeps statistics of the last minibatch only
+(what RLlib's ``window=1`` logging keeps). The number of minibatches is
+``round(rows / minibatch_size)``, of equal size (as CleanRL and JaxMARL split a batch).
+
+The loss is PPO's clipped surrogate with the value loss and advantage scope of the field's
+reference implementations (CleanRL's ``ppo.py``, JaxMARL's ``baselines/IPPO``, MAPPO's
+``onpolicy``) by default, RLlib's by name (:class:`LossSettings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_KL_KEY,
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+)
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.metrics import (
+    ALL_MODULES,
+    MODULE_TRAIN_BATCH_SIZE_MEAN,
+    NUM_ENV_STEPS_TRAINED,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_MODULE_STEPS_TRAINED,
+    NUM_MODULE_STEPS_TRAINED_LIFETIME,
+    WEIGHTS_SEQ_NO,
+)
+
+VALUE_CLIPS = ("change", "loss", "none")
+ADVANTAGE_NORMS = ("minibatch", "batch", "none")
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """The choices where PPO implementations differ (``PPOSettings`` carries them)."""
+
+    value_clip: str = "change"
+    """``change``: the new value may move at most ``vf_clip_param`` from the sampled one, and
+    the loss is half the larger of the clipped and unclipped squared errors (PPO2, CleanRL,
+    JaxMARL, MAPPO); ``loss``: RLlib's squared error clamped at ``vf_clip_param`` (no gradient
+    beyond it); ``none``: the plain squared error."""
+    advantage_norm: str = "minibatch"
+    """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
+    whole ``batch`` (RLlib), or ``none``."""
+    adam_eps: float = 1e-5
+    """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
+    vf_clip_param: float = 0.2
+    clip_param: float = 0.2
+    vf_loss_coeff: float = 0.5
+    grad_clip: float = 0.5
+    use_kl_loss: bool = False
+
+    KEY = "ppo_loss"
+    """Where the settings travel in RLlib's ``learner_config_dict``."""
+
+    @classmethod
+    def of(cls, config) -> LossSettings:
+        return cls(**config.learner_config_dict.get(cls.KEY, {}))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def standardised(x: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean()) / (x.std() + 1e-8)
+
+
+def value_loss(values, sampled, targets, loss: LossSettings) -> torch.Tensor:
+    """The value loss of ``values`` against ``targets`` (``sampled``: the values the rollout
+    saw, the reference of the ``change`` clip)."""
+    squared = (values - targets) ** 2
+    if loss.value_clip == "change":
+        moved = sampled + (values - sampled).clamp(-loss.vf_clip_param, loss.vf_clip_param)
+        return 0.5 * torch.max(squared, (moved - targets) ** 2).mean()
+    if loss.value_clip == "loss":
+        return squared.clamp(0, loss.vf_clip_param).mean()
+    return squared.mean()
+
+
+class ArrayPPOLearner(PPOTorchLearner):
+    """RLlib's torch PPO learner with one fused update for flat (feed-forward) batches."""
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        params = self.get_parameters(self._module[module_id])
+        eps = LossSettings.of(self.config).adam_eps
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer=torch.optim.Adam(params, eps=eps, foreach=True),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
+
+    def update(
+        self, *, training_data=None, timesteps=None, num_epochs=1, minibatch_size=None, **kw
+    ):
+        batch = None
+        if training_data is not None and training_data.batch_refs is not None:
+            training_data.solve_refs()
+        if training_data is not None and training_data.episodes is None:
+            batch = training_data.batch
+        if batch is None:  # episodes or data iterators: RLlib's path
+            return super().update(
+                training_data=training_data,
+                timesteps=timesteps,
+                num_epochs=num_epochs,
+                minibatch_size=minibatch_size,
+                **kw,
+            )
+        self._check_is_built()
+        unknown = set(batch.policy_batches) - set(self.module.keys())
+        if unknown:
+            raise ValueError(f"the batch has modules {sorted(unknown)} this Learner lacks")
+        self.before_gradient_based_update(timesteps=timesteps or {})
+        self._weights_seq_no += 1
+        loss = LossSettings.of(self.config)
+        for mid, rows in batch.policy_batches.items():
+            if self.should_module_be_updated(mid, batch):
+                self._fit(mid, rows, loss, num_epochs, minibatch_size or len(rows))
+        self.metrics.log_value(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED), batch.env_steps(), reduce="sum"
+        )
+        self.metrics.log_value(
+            (ALL_MODULES, NUM_ENV_STEPS_TRAINED_LIFETIME),
+            batch.env_steps(),
+            reduce="lifetime_sum",
+        )
+        self.after_gradient_based_update(timesteps=timesteps or {})
+        return self.metrics.reduce()
+
+    def _fit(self, mid: str, rows, loss: LossSettings, num_epochs: int, minibatch_size: int):
+        """``num_epochs`` passes of minibatch SGD on one module's flat batch ``rows``."""
+        module = self.module[mid]
+        optimizer = self.get_optimizer(mid)
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        module.train()
+        data = self._tensors(rows)
+        adv = data[Postprocessing.ADVANTAGES]
+        if loss.advantage_norm == "batch":
+            data[Postprocessing.ADVANTAGES] = standardised(adv)
+        n = len(adv)
+        parts = max(1, round(n / minibatch_size))
+        entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
+        kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
+        for epoch in range(num_epochs):
+            order = torch.randperm(n)
+            shuffled = _gather(data, order)
+            last_epoch = epoch == num_epochs - 1
+            for i, chunk in enumerate(torch.arange(n).tensor_split(parts)):
+                mb = _gather(shuffled, slice(int(chunk[0]), int(chunk[-1]) + 1))
+                log = last_epoch and i == parts - 1
+                total, stats = self.ppo_loss(module, mb, loss, entropy_coeff, kl_coeff, log)
+                optimizer.zero_grad(set_to_none=True)
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(params, loss.grad_clip, foreach=True)
+                optimizer.step()
+        self.metrics.log_dict({k: v.item() for k, v in stats.items()}, key=mid, window=1)
+        self.metrics.log_value((mid, self.TOTAL_LOSS_KEY), total.item(), window=1)
+        self._log_rows(mid, n, num_epochs, parts)
+
+    def ppo_loss(self, module, mb: dict, loss: LossSettings, entropy_coeff, kl_coeff, log):
+        """PPO's loss on minibatch ``mb`` and (when ``log``) its statistics."""
+        inner = module.unwrapped()
+        # a module wrapped for DDP needs its own forward (the gradient all-reduce hooks)
+        out = (module.forward_train if module is not inner else inner._forward_train)(mb)
+        logits = out[Columns.ACTION_DIST_INPUTS]
+        dist = _distribution(inner, logits)
+        ratio = torch.exp(dist.logp(mb[Columns.ACTIONS]) - mb[Columns.ACTION_LOGP])
+        adv = mb[Postprocessing.ADVANTAGES]
+        if loss.advantage_norm == "minibatch":
+            adv = standardised(adv)
+        clip = loss.clip_param
+        surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        values = inner.compute_values(mb)
+        targets = mb[Postprocessing.VALUE_TARGETS]
+        vf_loss = value_loss(values, mb.get(Columns.VF_PREDS), targets, loss)
+        entropy = dist.entropy().mean()
+        total = -surrogate + loss.vf_loss_coeff * vf_loss - entropy_coeff * entropy
+        kl = None
+        if kl_coeff is not None:
+            old_logits = mb[Columns.ACTION_DIST_INPUTS]
+            old_dist = _distribution(inner, old_logits)
+            kl = old_dist.kl(dist).mean()
+            total = total + kl_coeff * kl
+        if not log:
+            return total, {}
+        with torch.no_grad():
+            var = targets.var()
+            stats = {
+                POLICY_LOSS_KEY: -surrogate,
+                VF_LOSS_KEY: vf_loss,
+                LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: ((values - targets) ** 2).mean(),
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: 1 - (targets - values).var() / var
+                if var > 0
+                else torch.tensor(float("nan")),
+                ENTROPY_KEY: entropy,
+                LEARNER_RESULTS_KL_KEY: kl if kl is not None else torch.zeros(()),
+            }
+        return total, {k: v.detach() for k, v in stats.items()}
+
+    def _tensors(self, rows) -> dict:
+        """A module's numpy batch as (nested) torch tensors on the Learner's device."""
+
+        def convert(x):
+            if isinstance(x, dict):
+                return {k: convert(v) for k, v in x.items()}
+            return torch.from_numpy(np.ascontiguousarray(x)).to(self._device)
+
+        return {k: convert(v) for k, v in rows.items() if k != "default_policy"}
+
+    def _log_rows(self, mid: str, n: int, num_epochs: int, parts: int) -> None:
+        """Steps trained, as RLlib logs them per minibatch (``n`` rows, ``num_epochs`` passes)."""
+        trained = n * num_epochs
+        log = self.metrics.log_value
+        log((mid, WEIGHTS_SEQ_NO), self._weights_seq_no, window=1)
+        log((mid, MODULE_TRAIN_BATCH_SIZE_MEAN), n / parts, reduce="mean")
+        log((mid, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
+        log((mid, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, reduce="lifetime_sum")
+        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED), trained, reduce="sum")
+        log((ALL_MODULES, NUM_MODULE_STEPS_TRAINED_LIFETIME), trained, reduce="lifetime_sum")
+
+
+class _Categorical:
+    """The log-probabilities and entropy of logits, without ``torch.distributions``'
+    argument checks (their cost is the size of the loss itself at these batch sizes)."""
+
+    def __init__(self, logits: torch.Tensor):
+        self.logp_all = torch.log_softmax(logits, -1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.logp_all.gather(-1, actions.long()[..., None])[..., 0]
+
+    def entropy(self) -> torch.Tensor:
+        p = self.logp_all.exp()
+        # illegal actions have logit FLOAT_MIN: probability 0, no term
+        return -(p * self.logp_all.masked_fill(p == 0, 0.0)).sum(-1)
+
+    def kl(self, other: _Categorical) -> torch.Tensor:
+        p = self.logp_all.exp()
+        return (p * (self.logp_all - other.logp_all).masked_fill(p == 0, 0.0)).sum(-1)
+
+
+def _distribution(module, logits: torch.Tensor):
+    if isinstance(module.action_space, gym.spaces.Discrete):
+        return _Categorical(logits)
+    return module.get_train_action_dist_cls().from_logits(logits)
+
+
+def _gather(data: dict, index) -> dict:
+    """Every (nested) column of ``data`` at ``index`` (a permutation or a slice)."""
+    return {k: _gather(v, index) if isinstance(v, dict) else v[index] for k, v in data.items()}

@@ -1,0 +1,115 @@
+"""PPO's fused learner (policies/ppo/learner.py): the loss choices, RLlib's loss by name, the
+minibatch count and the optimiser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+
+from policies import algorithm
+from policies.ppo import PPOSettings
+from policies.ppo.array_path import train_batches
+from policies.ppo.learner import LossSettings, value_loss
+
+SMALL = dict(train_batch_size=400, minibatch_size=128, num_epochs=2, num_envs_per_env_runner=8)
+
+
+def test_change_clip_is_ppo2s_the_larger_error_with_the_move_clipped():
+    """CleanRL/JaxMARL: 0.5 max((v - R)^2, (v_old + clip(v - v_old) - R)^2); where the clipped
+    error is the larger one the value gets no gradient."""
+    v = torch.tensor([0.5, 0.1], requires_grad=True)
+    old, target = torch.tensor([0.0, 0.0]), torch.tensor([1.0, 1.0])
+    loss = value_loss(v, old, target, LossSettings(value_clip="change", vf_clip_param=0.2))
+    # row 0 moved 0.5 > 0.2: clipped to 0.2, error 0.64 > 0.25; row 1 moved 0.1: error 0.81
+    assert loss.item() == pytest.approx(0.5 * (0.64 + 0.81) / 2)
+    loss.backward()
+    assert v.grad[0] == 0 and v.grad[1] == pytest.approx(0.5 * 2 * (0.1 - 1.0) / 2)
+
+
+def test_loss_clip_is_rllibs_clamp_and_none_is_the_squared_error():
+    v, target = torch.tensor([0.0, 5.0]), torch.tensor([0.0, 0.0])
+    clamp = LossSettings(value_clip="loss", vf_clip_param=10.0)
+    assert value_loss(v, None, target, clamp).item() == pytest.approx((0 + 10) / 2)
+    assert value_loss(v, None, target, LossSettings(value_clip="none")).item() == 12.5
+
+
+@pytest.mark.parametrize(
+    "key, value", [("value_clip", "ppo2"), ("advantage_norm", "epoch"), ("adam_eps", 0.0)]
+)
+def test_bad_loss_choices_are_refused_with_the_allowed_values(key, value):
+    with pytest.raises(ValueError, match=key) as err:
+        PPOSettings(**{key: value}).validate()
+    assert "change/loss/none" in str(err.value) and "minibatch/batch/none" in str(err.value)
+
+
+def _algo(**settings):
+    info = algorithm.get("ippo")
+    return info.build("mpe/simple_spread-v3", info.settings(**SMALL, **settings), seed=2)
+
+
+def test_rllibs_loss_is_reachable_by_name(ray_session):
+    """value_clip=loss with advantages standardised beforehand is RLlib's PPO loss, number for
+    number, on the same minibatch."""
+    algo = _algo(value_clip="loss", vf_clip_param=10.0, advantage_norm="none").build_algo()
+    try:
+        learner = algo.learner_group._learner
+        batch = train_batches(algo.env_runner).batches["shared"]
+        mb = learner._tensors(batch)
+        adv = mb[Postprocessing.ADVANTAGES]
+        mb[Postprocessing.ADVANTAGES] = (adv - adv.mean()) / adv.std()
+        module = learner.module["shared"]
+        config = learner.config.get_config_for_module("shared")
+        entropy = learner.entropy_coeff_schedulers_per_module["shared"].get_current_value()
+        ours, _ = learner.ppo_loss(
+            module, mb, LossSettings.of(learner.config), entropy, None, log=False
+        )
+        theirs = PPOTorchLearner.compute_loss_for_module(
+            learner, module_id="shared", config=config, batch=mb, fwd_out=module.forward_train(mb)
+        )
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
+    finally:
+        algo.stop()
+
+
+def test_an_update_takes_epochs_times_equal_minibatches_with_adams_eps(ray_session):
+    algo = _algo(adam_eps=1e-6).build_algo()
+    try:
+        learner = algo.learner_group._learner
+        optimizer = learner.get_optimizer("shared")
+        assert optimizer.defaults["eps"] == 1e-6
+        sizes = []
+        step = optimizer.step
+
+        def counted(*a, **k):
+            sizes.append(1)
+            return step(*a, **k)
+
+        optimizer.step = counted
+        before = {k: v.clone() for k, v in learner.module["shared"].state_dict().items()}
+        result = algo.train()
+        rows = 400 // 8 * 8 * 3  # 50 steps of 8 envs, 3 agents
+        assert len(sizes) == SMALL["num_epochs"] * round(rows / SMALL["minibatch_size"])
+        after = learner.module["shared"].state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+        stats = result["learners"]["shared"]
+        assert np.isfinite(stats["vf_loss"]) and np.isfinite(stats["policy_loss"])
+        assert stats["num_module_steps_trained"] == SMALL["num_epochs"] * rows
+    finally:
+        algo.stop()
+
+
+def test_the_batch_carries_the_sampled_values_and_raw_advantages(ray_session):
+    algo = _algo().build_algo()
+    try:
+        batch = train_batches(algo.env_runner).batches["shared"]
+        adv = batch[Postprocessing.ADVANTAGES]
+        assert abs(float(adv.mean())) > 1e-3 or abs(float(adv.std()) - 1) > 1e-3
+        np.testing.assert_allclose(
+            batch[Columns.VF_PREDS] + adv, batch[Postprocessing.VALUE_TARGETS], atol=1e-5
+        )
+    finally:
+        algo.stop()
