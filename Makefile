@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 export MINIWOB_CHROME_BINARY ?= /usr/bin/chromium
 export MINIWOB_CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: setup chromium demo test bench bench-smac smax-venv lint format clean
+.PHONY: setup chromium demo test bench bench-smac smax-venv jaxmarl-venv lint format clean
 
 setup: $(STAMP) chromium
 
@@ -56,6 +56,17 @@ $(SMAX_VENV)/.installed:
 	test -x $(SMAX_VENV)/bin/python || $(PYTHON) -m venv $(SMAX_VENV)
 	$(SMAX_VENV)/bin/python -m pip install -q --upgrade pip
 	$(SMAX_VENV)/bin/python -m pip install -q jaxmarl==0.2.0 jax==0.10.2 jaxlib==0.10.2
+	touch $@
+
+# JaxMARL's IPPO baseline (bench/jaxmarl_ippo.py, a row of bench/train_throughput.py) in a
+# venv of its own, every JAX package pinned so its numbers can be reproduced.
+JAXMARL_VENV := bench/.jaxmarl-venv
+JAXMARL_PINS := jaxmarl==0.2.0 jax==0.10.2 jaxlib==0.10.2 flax==0.12.8 optax==0.2.8 distrax==0.1.9
+jaxmarl-venv: $(JAXMARL_VENV)/.installed
+$(JAXMARL_VENV)/.installed: Makefile
+	test -x $(JAXMARL_VENV)/bin/python || $(PYTHON) -m venv $(JAXMARL_VENV)
+	$(JAXMARL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(JAXMARL_VENV)/bin/python -m pip install -q $(JAXMARL_PINS)
 	touch $@
 
 bench-smac: setup smax-venv

@@ -1,6 +1,7 @@
 """Sampling and training throughput: Arena's sampler against RLlib's default multi-agent path.
 
     .venv/bin/python bench/train_throughput.py [--iterations 3] [--runners 0,1]
+        [--jaxmarl-python bench/.jaxmarl-venv/bin/python]
 
 Both sides run PPO, batch 4,000 env steps, minibatch 512, 5 epochs, OMP_NUM_THREADS=1, in
 one Ray session. RLlib's default is ``ParallelPettingZooEnv`` with RLlib's own EnvRunner and
@@ -15,6 +16,10 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
 * Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
   path before ``policies.ppo.array_path``), and the bare single-file PPO loop of
   ``bench/bare_ppo.py`` (the floor) on the same core and settings;
+* JaxMARL's IPPO (``bench/jaxmarl_ippo.py --speed``: its published feed-forward MPE
+  baseline with the settings above, the whole training loop one compiled XLA program), run
+  first, in its own venv (``make jaxmarl-venv``; ``--jaxmarl-python``), before Ray starts;
+  skipped with a note when that venv is missing. Its compile time is reported apart;
 * value-based (``--value``): Arena's QMIX and IQL (PyMARL's defaults: one env, an update of 32
   whole episodes per episode sampled; IQL also feed-forward) against RLlib's own multi-agent
   DQN (``MultiAgentEpisodeReplayBuffer``, one shared module) on simple_spread with the same
@@ -27,7 +32,8 @@ The first iteration of each configuration is a warm-up; the others are averaged.
 Prints one JSON line per configuration (``sample_env_steps_per_s``: env steps over the time
 spent sampling; ``train_env_steps_per_s``: env steps over whole iterations; for Arena the
 sampling time's split into env stepping, the policy's forward pass and bookkeeping) and a
-final ``summary`` line with the ratios.
+final ``summary`` line with the ratios (``vs_jaxmarl``: Arena's ippo and the bare loop over
+JaxMARL's env steps/s, after compiling).
 """
 
 from __future__ import annotations
@@ -35,13 +41,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import subprocess
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 BATCH, MINIBATCH, EPOCHS = 4000, 512, 5
 ENV_ID = "mpe/simple_spread-v3"
+BENCH = Path(__file__).resolve().parent
+JAXMARL_PYTHON = BENCH / ".jaxmarl-venv" / "bin" / "python"
 
 
 def rllib_default_config(
@@ -228,13 +239,48 @@ def value_based(iterations: int) -> None:
     print(json.dumps(summary), flush=True)
 
 
+def jaxmarl_speed(python: str, extra: str, timeout: float) -> dict:
+    """JaxMARL's IPPO row: ``bench/jaxmarl_ippo.py --speed`` in its own interpreter."""
+    cmd = [python, str(BENCH / "jaxmarl_ippo.py"), "--speed", *shlex.split(extra)]
+    env = {**os.environ, "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"JaxMARL's IPPO ran past {timeout:.0f} s: {shlex.join(cmd)}") from None
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not rows:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
+        raise SystemExit(
+            f"JaxMARL's IPPO failed (exit {proc.returncode}): {shlex.join(cmd)}: {tail}"
+        )
+    row = json.loads(rows[-1])
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--runners", default="0,1", help="EnvRunner counts to measure")
     p.add_argument("--value", action="store_true", help="the value-based rows only")
+    p.add_argument(
+        "--jaxmarl-python",
+        default=str(JAXMARL_PYTHON) if JAXMARL_PYTHON.exists() else None,
+        help="the jaxmarl venv's python, for JaxMARL's IPPO row (default: "
+        "bench/.jaxmarl-venv/bin/python if it exists; `make jaxmarl-venv`)",
+    )
+    p.add_argument("--jaxmarl-args", default="", help="more flags for bench/jaxmarl_ippo.py")
+    p.add_argument("--jaxmarl-timeout", type=float, default=900, help="seconds")
     args = p.parse_args()
     runner_counts = [int(x) for x in args.runners.split(",")]
+    jaxmarl = None
+    if not args.value:
+        if args.jaxmarl_python is None:
+            print("no JaxMARL row: no bench/.jaxmarl-venv (make jaxmarl-venv)", flush=True)
+        elif not Path(args.jaxmarl_python).exists():
+            p.error(f"--jaxmarl-python {args.jaxmarl_python}: no such file")
+        else:  # first, alone on the CPU: before Ray starts
+            jaxmarl = jaxmarl_speed(args.jaxmarl_python, args.jaxmarl_args, args.jaxmarl_timeout)
 
     from training import runtime
 
@@ -300,6 +346,14 @@ def main() -> None:
         summary[f"{algo}_vs_bare_loop"] = {
             "bare_over_arena": results[(f"{algo}_bare", 0)]["train_env_steps_per_s"] / fast,
             "array_path_speedup": fast / results[(f"{algo}_episodes", 0)]["train_env_steps_per_s"],
+        }
+    if jaxmarl is not None:
+        rate = jaxmarl["env_steps_per_s"]
+        summary["vs_jaxmarl"] = {
+            "jaxmarl_env_steps_per_s": rate,
+            "jaxmarl_compile_s": jaxmarl["compile_s"],
+            "arena_ippo_over_jaxmarl": arena["ippo"]["train_env_steps_per_s"] / rate,
+            "bare_ippo_over_jaxmarl": results[("ippo_bare", 0)]["train_env_steps_per_s"] / rate,
         }
     for label, (d_key, a_key) in pairs.items():
         d, a = results[d_key], results[a_key]

@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = {".git", ".venv", ".smax-venv", "runs", "build", "__pycache__", ".pytest_cache"}
+SKIP = {".git", ".venv", ".smax-venv", ".jaxmarl-venv", "runs", "build", "__pycache__"}
+SKIP |= {".pytest_cache"}
 OUTSIDE = re.compile(r"\.\./shared\b|\bshared/(anchors|kuberay)\b")
 
 

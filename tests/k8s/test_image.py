@@ -46,7 +46,7 @@ def test_every_copied_path_exists_and_the_ignore_file_keeps_local_state_out():
         for src in sources:
             assert (ROOT / src).exists(), src
     ignored = (ROOT / "k8s" / "Dockerfile.dockerignore").read_text().split()
-    assert {".git", ".venv", "runs"} <= set(ignored)
+    assert {".git", ".venv", "runs", "bench/.smax-venv", "bench/.jaxmarl-venv"} <= set(ignored)
 
 
 def test_manifests_run_the_images_this_builds_as_its_user():
