@@ -31,6 +31,7 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
+from policies.ppo.learner import seeds_of
 from policies.sampling import TIME_TOTAL, ModuleRollout
 
 
@@ -82,7 +83,9 @@ def gae_batch(
     advantages and value targets over whole arrays: the value after a step is 0 where its
     episode terminated and the final observation's value where it was truncated (no credit
     across episodes). The sampled values travel along (the value clip's reference); the
-    learner standardises the advantages (``policies.ppo.learner``)."""
+    learner standardises the advantages (``policies.ppo.learner``). A module of several
+    stacked seeds gets its rows seed by seed (the sampler's rows are env-major and the envs
+    seed by seed, so each time step's rows hold one block per seed)."""
     T, B = done.shape
     R = b.rewards.shape[1]
     K = R // B
@@ -111,14 +114,23 @@ def gae_batch(
         last = delta[t] + gamma * lam * carry[t] * last
         adv[t] = last
     targets = adv + values[:T]
+    S = seeds_of(module)
+
+    def rows(a: np.ndarray) -> np.ndarray:
+        """``[T, R, ...]`` as flat rows, seed by seed (each seed's rows one block)."""
+        if S == 1:
+            return a.reshape(T * R, *a.shape[2:])
+        a = a.reshape(T, S, R // S, *a.shape[2:]).swapaxes(0, 1)
+        return np.ascontiguousarray(a).reshape(T * R, *a.shape[3:])
+
     return {
-        Columns.OBS: {k: v[:T].reshape(T * R, *v.shape[2:]) for k, v in x.items()},
-        Columns.ACTIONS: b.actions.reshape(T * R, *b.actions.shape[2:]),
-        Columns.ACTION_LOGP: b.logp.reshape(T * R),
-        Columns.ACTION_DIST_INPUTS: b.outputs.reshape(T * R, *b.outputs.shape[2:]),
-        Postprocessing.ADVANTAGES: adv.reshape(T * R),
-        Postprocessing.VALUE_TARGETS: targets.astype(np.float32).reshape(T * R),
-        Columns.VF_PREDS: values[:T].astype(np.float32).reshape(T * R),
+        Columns.OBS: {k: rows(v[:T]) for k, v in x.items()},
+        Columns.ACTIONS: rows(b.actions),
+        Columns.ACTION_LOGP: rows(b.logp),
+        Columns.ACTION_DIST_INPUTS: rows(b.outputs),
+        Postprocessing.ADVANTAGES: rows(adv),
+        Postprocessing.VALUE_TARGETS: rows(targets.astype(np.float32)),
+        Columns.VF_PREDS: rows(values[:T].astype(np.float32)),
     }
 
 

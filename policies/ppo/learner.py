@@ -75,7 +75,22 @@ class LossSettings:
 
 
 def standardised(x: torch.Tensor) -> torch.Tensor:
-    return (x - x.mean()) / (x.std() + 1e-8)
+    """``x`` standardised along its last axis (each seed's rows apart)."""
+    return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-8)
+
+
+def seeds_of(module) -> int:
+    """How many seeds a module stacks (``model.seeds``; 1 for any other module)."""
+    return getattr(getattr(module, "settings", None), "seeds", 1)
+
+
+def clip_per_seed(params: list[torch.Tensor], max_norm: float, seeds: int) -> None:
+    """Global-norm clipping of each seed's gradients apart (parameters lead with the seed)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = sum(g.reshape(seeds, -1).pow(2).sum(1) for g in grads).sqrt()
+    scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale.view(seeds, *[1] * (g.dim() - 1)))
 
 
 def value_loss(values, sampled, targets, loss: LossSettings) -> torch.Tensor:
@@ -141,34 +156,46 @@ class ArrayPPOLearner(PPOTorchLearner):
         return self.metrics.reduce()
 
     def _fit(self, mid: str, rows, loss: LossSettings, num_epochs: int, minibatch_size: int):
-        """``num_epochs`` passes of minibatch SGD on one module's flat batch ``rows``."""
+        """``num_epochs`` passes of minibatch SGD on one module's flat batch ``rows``.
+
+        A module of S stacked seeds (``model.seeds``, rows in S contiguous blocks) trains each
+        seed as its own run: every minibatch holds ``minibatch_size`` rows of each seed, in
+        blocks, the loss is the sum of the seeds' losses, and gradients are clipped per seed.
+        """
         module = self.module[mid]
         optimizer = self.get_optimizer(mid)
         params = [p for g in optimizer.param_groups for p in g["params"]]
         module.train()
+        seeds = seeds_of(module.unwrapped())
         data = self._tensors(rows)
-        adv = data[Postprocessing.ADVANTAGES]
         if loss.advantage_norm == "batch":
-            data[Postprocessing.ADVANTAGES] = standardised(adv)
-        n = len(adv)
+            adv = data[Postprocessing.ADVANTAGES]
+            data[Postprocessing.ADVANTAGES] = standardised(adv.view(seeds, -1)).view(-1)
+        n = len(data[Postprocessing.ADVANTAGES]) // seeds  # rows of each seed
         parts = max(1, round(n / minibatch_size))
+        bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
+        offsets = torch.arange(seeds)[:, None] * n
         for epoch in range(num_epochs):
-            order = torch.randperm(n)
-            shuffled = _gather(data, order)
+            # each seed's rows shuffled apart; minibatch j = seed blocks of chunk j, in a row
+            order = torch.argsort(torch.rand(seeds, n), dim=1) + offsets
+            shuffled = _gather(data, torch.cat([order[:, a:b].reshape(-1) for a, b in bounds]))
             last_epoch = epoch == num_epochs - 1
-            for i, chunk in enumerate(torch.arange(n).tensor_split(parts)):
-                mb = _gather(shuffled, slice(int(chunk[0]), int(chunk[-1]) + 1))
+            for i, (a, b) in enumerate(bounds):
+                mb = _gather(shuffled, slice(seeds * a, seeds * b))
                 log = last_epoch and i == parts - 1
                 total, stats = self.ppo_loss(module, mb, loss, entropy_coeff, kl_coeff, log)
                 optimizer.zero_grad(set_to_none=True)
-                total.backward()
-                torch.nn.utils.clip_grad_norm_(params, loss.grad_clip, foreach=True)
+                (total * seeds).backward()  # each seed's gradient is that of its own mean loss
+                if seeds == 1:
+                    torch.nn.utils.clip_grad_norm_(params, loss.grad_clip, foreach=True)
+                else:
+                    clip_per_seed(params, loss.grad_clip, seeds)
                 optimizer.step()
         self.metrics.log_dict({k: v.item() for k, v in stats.items()}, key=mid, window=1)
         self.metrics.log_value((mid, self.TOTAL_LOSS_KEY), total.item(), window=1)
-        self._log_rows(mid, n, num_epochs, parts)
+        self._log_rows(mid, n * seeds, num_epochs, parts)
 
     def ppo_loss(self, module, mb: dict, loss: LossSettings, entropy_coeff, kl_coeff, log):
         """PPO's loss on minibatch ``mb`` and (when ``log``) its statistics."""
@@ -180,7 +207,7 @@ class ArrayPPOLearner(PPOTorchLearner):
         ratio = torch.exp(dist.logp(mb[Columns.ACTIONS]) - mb[Columns.ACTION_LOGP])
         adv = mb[Postprocessing.ADVANTAGES]
         if loss.advantage_norm == "minibatch":
-            adv = standardised(adv)
+            adv = standardised(adv.view(seeds_of(inner), -1)).view(-1)
         clip = loss.clip_param
         surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         values = inner.compute_values(mb)
