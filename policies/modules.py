@@ -53,6 +53,10 @@ class ModelSettings:
     agent_id: bool = False
     """The actor (and an IPPO critic) also read the one-hot id of the agent among the module's
     agents: parameter sharing with agent ids (FuPS+ID)."""
+    seeds: int = 1
+    """Independent copies of every network, one per seed, trained side by side in one process
+    (``arena train --seeds N``): layers are :class:`GroupedLinear` and a batch's rows are
+    ``seeds`` contiguous blocks, one per seed. Feed-forward vector-observation modules only."""
 
     def __post_init__(self):
         self.hidden = [64, 64] if self.hidden is None else self.hidden
@@ -63,6 +67,7 @@ class ModelSettings:
     MAX_HIDDEN_WEIGHTS = 50_000_000
     MAX_SEQ_LEN = 1024
     MAX_CONV_LAYERS = 8
+    MAX_SEEDS = 64
 
     def problems(self) -> list[str]:
         bad = []
@@ -86,6 +91,11 @@ class ModelSettings:
             bad.append(f"{channels} (channels in 1..{self.MAX_LAYER})")
         if not 0 < self.token_embedding <= self.MAX_LAYER:
             bad.append(f"model.token_embedding={self.token_embedding} (in 1..{self.MAX_LAYER})")
+        if not 0 < self.seeds <= self.MAX_SEEDS:
+            bad.append(f"model.seeds={self.seeds} (in 1..{self.MAX_SEEDS})")
+        elif self.seeds > 1 and self.recurrent:
+            bad.append(f"model.seeds={self.seeds} with model.recurrent (stacked seeds are "
+                       "feed-forward only)")  # fmt: skip
         return bad
 
 
@@ -96,20 +106,81 @@ def shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-def _linear(n_in: int, n_out: int, gain: float) -> nn.Linear:
+def _linear(n_in: int, n_out: int, gain: float, groups: int = 1) -> nn.Module:
+    """A linear layer with orthogonal init and zero bias; ``groups > 1``: a
+    :class:`GroupedLinear` of that many independent ones."""
+    if groups > 1:
+        return GroupedLinear(n_in, n_out, groups, gain)
     layer = nn.Linear(n_in, n_out)
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
 
 
-def mlp_body(sizes: list[int], activation: str) -> nn.Sequential:
-    """Hidden layers with orthogonal init (gain sqrt 2), each followed by the activation."""
+class GroupedLinear(nn.Module):
+    """``groups`` independent linear layers (one per seed) applied in one batched matmul.
+
+    The input rows ``[G * R, n_in]`` are G contiguous blocks of R rows, block g for layer g.
+    ``weight[g]`` is ``nn.Linear.weight.T`` of layer g, so slicing it gives a plain layer
+    (:func:`seed_state_dict`).
+    """
+
+    def __init__(self, n_in: int, n_out: int, groups: int, gain: float):
+        super().__init__()
+        self.groups = groups
+        # each slice drawn as _linear draws a plain layer's weights
+        w = [_linear(n_in, n_out, gain).weight.detach().T for _ in range(groups)]
+        self.weight = nn.Parameter(torch.stack(w).contiguous())
+        self.bias = nn.Parameter(torch.zeros(groups, 1, n_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, blocks(x, self.groups), self.weight).reshape(x.shape[0], -1)
+
+
+def blocks(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """Rows ``[G * R, ...]`` as ``[G, R, ...]``, one block per seed."""
+    if x.shape[0] % groups:
+        raise ValueError(
+            f"{x.shape[0]} rows for {groups} seeds: a stacked module's rows must be "
+            f"{groups} equal blocks, one per seed"
+        )
+    return x.reshape(groups, x.shape[0] // groups, *x.shape[1:])
+
+
+def mlp_body(sizes: list[int], activation: str, groups: int = 1) -> nn.Sequential:
+    """Hidden layers with orthogonal init (gain sqrt 2), each followed by the activation
+    (``groups > 1``: :class:`GroupedLinear` layers, one network per seed)."""
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
     layers: list[nn.Module] = []
     for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
-        layers += [_linear(n_in, n_out, np.sqrt(2)), act()]
+        layers += [_linear(n_in, n_out, np.sqrt(2), groups), act()]
     return nn.Sequential(*layers)
+
+
+def seed_state_dict(state: dict[str, Any], seed: int, seeds: int) -> dict[str, Any]:
+    """One seed's weights of a stacked module (``model.seeds = seeds``) as the state dict of
+    the same module with ``seeds = 1``: GroupedLinear weights ``[G, in, out]`` sliced and
+    transposed to ``nn.Linear``'s ``[out, in]``, biases ``[G, 1, out]`` to ``[out]``, the
+    Gaussian's ``log_std [G, A]`` to ``[A]``."""
+    if not 0 <= seed < seeds:
+        raise ValueError(f"seed index {seed} of a run with {seeds} seeds (0..{seeds - 1})")
+    out = {}
+    for key, value in state.items():
+        if getattr(value, "ndim", 0) == 3 and value.shape[0] == seeds:
+            value = value[seed].T if key.endswith("weight") else value[seed, 0]
+        elif key == "log_std":
+            value = value[seed]
+        out[key] = value.copy() if isinstance(value, np.ndarray) else value.clone()
+    return out
+
+
+def stacking_problem(module_class: type, spec: BatchSpec) -> str | None:
+    """Why modules of ``module_class`` on ``spec``'s observations cannot stack seeds, if so."""
+    if not getattr(module_class, "STACKS_SEEDS", False):
+        return f"{module_class.__name__} modules"
+    if spec.kind != "vector":
+        return f"{spec.kind} observations (vector observations only)"
+    return None
 
 
 class ImageEncoder(nn.Module):
@@ -177,6 +248,9 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     """Whether the module needs the agent id even without ``model.agent_id`` or a critic on
     the global state (see ``policies.ppo.module_specs``)."""
 
+    STACKS_SEEDS = True
+    """Whether ``model.seeds > 1`` stacks this class's networks (:class:`GroupedLinear`)."""
+
     @override(TorchRLModule)
     def setup(self):
         cfg: dict[str, Any] = self.model_config
@@ -189,7 +263,8 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             self.log_std = None
         else:
             n_out = int(np.prod(self.action_space.shape))
-            self.log_std = nn.Parameter(torch.zeros(n_out))
+            seeds = self.settings.seeds
+            self.log_std = nn.Parameter(torch.zeros(*([seeds] if seeds > 1 else []), n_out))
         self.n_out = n_out
         self.encoder, feat = encoder_for(self.spec, self.settings)
         if self.settings.agent_id:
@@ -202,13 +277,14 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
     def build_networks(self, actor_in: int, critic_in: int, hidden: list[int], activation: str):
         """The layers of actor and critic after the encoder: body, GRU, head."""
-        self.pi_body = mlp_body([actor_in, *hidden], activation)
-        self.vf_body = mlp_body([critic_in, *hidden], activation)
+        G = self.settings.seeds
+        self.pi_body = mlp_body([actor_in, *hidden], activation, G)
+        self.vf_body = mlp_body([critic_in, *hidden], activation, G)
         h = self.gru_size = hidden[-1]
         self.pi_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
         self.vf_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
-        self.pi_head = _linear(h, self.n_out, 0.01)
-        self.vf_head = _linear(h, 1, 1.0)
+        self.pi_head = _linear(h, self.n_out, 0.01, G)
+        self.vf_head = _linear(h, 1, 1.0, G)
 
     # -- state --------------------------------------------------------------------------------
 
@@ -276,7 +352,10 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
         out = self.pi_out(z, batch)
         if self.log_std is not None:
-            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+            log_std = self.log_std
+            if log_std.dim() == 2:  # one per seed: each block of rows gets its seed's
+                log_std = log_std.repeat_interleave(len(out) // len(log_std), dim=0)
+            out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         elif self.spec.mask_dim:
             out = out.masked_fill(self._rows(batch, MASK) < 0.5, FLOAT_MIN)
         return out.reshape(*lead, -1), h

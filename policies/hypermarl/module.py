@@ -147,6 +147,7 @@ class HyperActorCritic(ActorCritic):
     """
 
     READS_AGENT_ID = True
+    STACKS_SEEDS = False  # its hypernetworks have no per-seed form
 
     def build_networks(self, actor_in: int, critic_in: int, hidden: list[int], activation: str):
         hyper = HyperSettings(**self.model_config.get("hyper", {}))

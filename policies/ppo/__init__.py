@@ -25,7 +25,7 @@ from policies.batch import BatchSpec
 from policies.diversity import METRICS as DIVERSITY_METRICS
 from policies.diversity import DiversityCallback
 from policies.mapping import plan_modules, slot_to_dict
-from policies.modules import ActorCritic, ModelSettings, shown
+from policies.modules import ActorCritic, ModelSettings, shown, stacking_problem
 from policies.ppo.array_path import ArrayPPO
 from policies.ppo.learner import ADVANTAGE_NORMS, VALUE_CLIPS, ArrayPPOLearner, LossSettings
 from policies.sampling import VectorEnvRunner
@@ -192,6 +192,12 @@ def declare_ppo(
             state_dim=state_dim,
             num_ids=slot.num_agents if with_ids else 0,
         )
+        why = stacking_problem(module_class, spec) if settings.model.seeds > 1 else None
+        if why:
+            raise AlgorithmMismatch(
+                f"model.seeds={settings.model.seeds}: stacked seeds need feed-forward "
+                f"ActorCritic modules on vector observations, not {why}"
+            )
         model_config = {
             "batch_spec": spec.to_dict(),
             "model": model,

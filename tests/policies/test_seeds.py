@@ -1,0 +1,108 @@
+"""Stacked seeds (``model.seeds``): grouped layers equal one plain module per seed, gradients
+stay in their seed, a seed's weights load into a plain module."""
+
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+
+from policies.batch import BatchSpec
+from policies.modules import ActorCritic, GroupedLinear, ModelSettings, seed_state_dict
+
+G, R = 3, 5
+
+
+def module(action_space, seeds: int, state_dim: int = 0) -> ActorCritic:
+    spec = BatchSpec.for_space(
+        gym.spaces.Box(-1, 1, (6,)), state_dim=state_dim, num_ids=2 if state_dim else 0
+    )
+    return ActorCritic(
+        observation_space=spec.space(),
+        action_space=action_space,
+        model_config={"batch_spec": spec.to_dict(), "model": {"seeds": seeds}},
+    )
+
+
+def batch(m: ActorCritic, rows: int) -> dict:
+    rng = np.random.default_rng(0)
+    obs = rng.random((rows, 6), np.float32)
+    state = rng.random((rows, m.spec.state_dim), np.float32) if m.spec.state_dim else None
+    ids = np.tile(np.arange(2), rows // 2 + 1)[:rows] if m.spec.num_ids else None
+    packed = m.spec.pack(obs, None, state, ids)
+    return {Columns.OBS: {k: torch.tensor(v) for k, v in packed.items()}}
+
+
+SPACES = [gym.spaces.Discrete(4), gym.spaces.Box(-1, 1, (2,))]
+
+
+@pytest.mark.parametrize("space", SPACES, ids=["discrete", "gaussian"])
+@pytest.mark.parametrize("state_dim", [0, 3], ids=["ippo", "mappo"])
+def test_each_block_equals_a_plain_module_with_its_seeds_weights(space, state_dim):
+    torch.manual_seed(0)
+    stacked = module(space, G, state_dim)
+    with torch.no_grad():  # distinct log_std per seed, so slicing them is checked too
+        if stacked.log_std is not None:
+            stacked.log_std.copy_(torch.randn_like(stacked.log_std))
+    b = batch(stacked, G * R)
+    logits, _ = stacked.actor(b)
+    values, _ = stacked.critic(b)
+    for k in range(G):
+        plain = module(space, 1, state_dim)
+        plain.load_state_dict(seed_state_dict(stacked.state_dict(), k, G))
+        rows = slice(k * R, (k + 1) * R)
+        block = {Columns.OBS: {key: v[rows] for key, v in b[Columns.OBS].items()}}
+        torch.testing.assert_close(plain.actor(block)[0], logits[rows], rtol=0, atol=1e-6)
+        torch.testing.assert_close(plain.critic(block)[0], values[rows], rtol=0, atol=1e-6)
+
+
+def test_a_seeds_gradient_reaches_only_its_slices():
+    stacked = module(gym.spaces.Box(-1, 1, (2,)), G)
+    b = batch(stacked, G * R)
+    logits, _ = stacked.actor(b)
+    values, _ = stacked.critic(b)
+    k = 1
+    (logits[k * R : (k + 1) * R].exp().sum() + values[k * R : (k + 1) * R].sum()).backward()
+    for name, p in stacked.named_parameters():
+        assert p.shape[0] == G, name
+        touched = [bool(p.grad[g].abs().sum() > 0) for g in range(G)]
+        assert touched == [g == k for g in range(G)], name
+
+
+def test_grouped_slices_are_initialised_like_plain_layers():
+    layer = GroupedLinear(8, 4, G, gain=2.0)
+    for g in range(G):
+        w = layer.weight[g].detach()  # [in, out]: orthogonal columns of norm gain
+        torch.testing.assert_close(w.T @ w, 4.0 * torch.eye(4), rtol=0, atol=1e-5)
+    assert not torch.equal(layer.weight[0], layer.weight[1])
+    assert layer.bias.abs().sum() == 0
+
+
+def test_rows_not_in_equal_blocks_are_refused():
+    with pytest.raises(ValueError, match="7 rows for 3 seeds"):
+        GroupedLinear(2, 2, G, 1.0)(torch.zeros(7, 2))
+
+
+def test_one_seed_keeps_plain_layers():
+    m = module(gym.spaces.Discrete(4), 1)
+    assert not any(isinstance(x, GroupedLinear) for x in m.modules())
+    assert isinstance(m.pi_head, torch.nn.Linear)
+
+
+def test_seed_index_out_of_range_is_named():
+    with pytest.raises(ValueError, match="seed index 3 of a run with 3 seeds"):
+        seed_state_dict({}, 3, G)
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (ModelSettings(seeds=0), "model.seeds=0 \\(in 1..64\\)"),
+        (ModelSettings(seeds=65), "model.seeds=65"),
+        (ModelSettings(seeds=2, recurrent=True), "feed-forward only"),
+    ],
+)
+def test_bad_seeds_are_named(model, message):
+    assert any(re.search(message, p) for p in model.problems())
