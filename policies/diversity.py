@@ -22,6 +22,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 
 import envs
 from policies.batch import BatchSpec
+from policies.modules import stacked_seeds
 
 OBSERVATIONS = 256
 """Size of the fixed observation set, per group."""
@@ -154,7 +155,9 @@ class DiversityCallback(RLlibCallback):
         self.slots = {mid: s.model_config["slot"] for mid, s in specs.items()}
         groups = group_agents(self.slots)
         self.observations = None
-        if any(len(a) > 1 for a in groups.values()):
+        # stacked seeds: a module's rows must come in one block per seed (not measured yet)
+        stacked = stacked_seeds(algorithm.config.rl_module_spec) > 1
+        if any(len(a) > 1 for a in groups.values()) and not stacked:
             cfg = algorithm.config
             self.observations = observation_set(cfg.env, cfg.env_config)
 

@@ -174,6 +174,16 @@ def seed_state_dict(state: dict[str, Any], seed: int, seeds: int) -> dict[str, A
     return out
 
 
+def stacked_seeds(multi_spec) -> int:
+    """``model.seeds`` of a run's modules (a ``MultiRLModuleSpec``): they all share it."""
+    seeds = {
+        spec.model_config.get("model", {}).get("seeds", 1)
+        for spec in multi_spec.rl_module_specs.values()
+        if isinstance(spec.model_config, dict)
+    }
+    return max(seeds, default=1)
+
+
 def stacking_problem(module_class: type, spec: BatchSpec) -> str | None:
     """Why modules of ``module_class`` on ``spec``'s observations cannot stack seeds, if so."""
     if not getattr(module_class, "STACKS_SEEDS", False):

@@ -70,6 +70,7 @@ import envs
 from policies.batch import BatchSpec
 from policies.inference import act
 from policies.mapping import ModuleSlot, slot_from_dict
+from policies.modules import stacked_seeds
 
 # Seconds spent per part of sampling, summed per iteration (bench/train_throughput.py reads
 # them): stepping the envs, the policy's forward pass and sampling, and the whole call.
@@ -334,6 +335,13 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         super().__init__(config=config, **kwargs)
         torch.set_num_threads(1)
         self.num_envs = self.config.num_envs_per_env_runner
+        # Stacked seeds (model.seeds = N): env e belongs to seed e // (num_envs / N). Rows are
+        # env-major, so every module's rows are N contiguous blocks, one per seed, the order
+        # its GroupedLinear layers expect.
+        self.seeds = stacked_seeds(self.config.rl_module_spec)
+        if self.num_envs % self.seeds:
+            raise ValueError(f"{self.num_envs} envs for {self.seeds} stacked seeds")
+        self.envs_per_seed = self.num_envs // self.seeds
         self.vec: envs.vector.VectorEnv | None = None
         self.module = None
         if self.worker_index is None or self.worker_index > 0 or self.config.num_env_runners == 0:
@@ -345,8 +353,11 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
         self._stitcher: EpisodeStitcher | None = None
         self._returns = self._lengths = None
         window = self.config.metrics_num_episodes_for_smoothing
-        self._recent: deque = deque(maxlen=max(1, math.ceil(window / (self.num_workers or 1))))
-        self._wins: deque = deque(maxlen=self._recent.maxlen)  # envs that report battle_won
+        self._window = max(1, math.ceil(window / (self.num_workers or 1)))
+        # per seed: its recent episodes (return per agent, length), and wins where envs
+        # report battle_won
+        self._recent = [deque(maxlen=self._window) for _ in range(self.seeds)]
+        self._wins = [deque(maxlen=self._window) for _ in range(self.seeds)]
         self._facts: dict[str, deque] = {}  # other episode facts an env reports (info)
 
     # -- construction -----------------------------------------------------------------------
@@ -545,9 +556,10 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 final_state[t] = step.final_state[ended].copy()
                 for key, values in (step.info or {}).items():
                     if key == "battle_won":
-                        self._wins.extend(values[ended].tolist())
+                        for b, won in zip(ended, values[ended].tolist(), strict=True):
+                            self._wins[b // self.envs_per_seed].append(won)
                     else:
-                        facts = self._facts.setdefault(key, deque(maxlen=self._recent.maxlen))
+                        facts = self._facts.setdefault(key, deque(maxlen=self._window))
                         facts.extend(values[ended].tolist())
         self._step = step
         self._log_sampled(T * B, all_rewards, done_buf)
@@ -633,22 +645,24 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             self._returns += rewards[t]
             self._lengths += 1
             for b in np.flatnonzero(done[t]):
-                self._recent.append((self._returns[b].copy(), int(self._lengths[b])))
+                seed = b // self.envs_per_seed
+                self._recent[seed].append((self._returns[b].copy(), int(self._lengths[b])))
                 self._returns[b] = 0.0
                 self._lengths[b] = 0
                 n_done += 1
         m.log_value(NUM_EPISODES, n_done, reduce="sum")
         m.log_value(NUM_EPISODES_LIFETIME, n_done, reduce="lifetime_sum")
-        if self._recent:
+        recent = [ep for eps in self._recent for ep in eps]
+        if recent:
             # One value per metric and sample call, over this runner's recent episodes: the
             # return of a multi-agent episode (and of a module) is the sum over its agents
             # (RLlib's rule).
-            per_agent = np.array([ret for ret, _ in self._recent])
+            per_agent = np.array([ret for ret, _ in recent])
             totals = per_agent.sum(axis=1)
             m.log_value(EPISODE_RETURN_MEAN, float(totals.mean()), window=1)
             m.log_value(EPISODE_RETURN_MIN, float(totals.min()), reduce="min", window=1)
             m.log_value(EPISODE_RETURN_MAX, float(totals.max()), reduce="max", window=1)
-            m.log_value(EPISODE_LEN_MEAN, float(np.mean([n for _, n in self._recent])), window=1)
+            m.log_value(EPISODE_LEN_MEAN, float(np.mean([n for _, n in recent])), window=1)
             for j, agent in enumerate(self.vec.agents):
                 m.log_value(
                     (EPISODE_AGENT_RETURN_MEAN, agent), float(per_agent[:, j].mean()), window=1
@@ -656,8 +670,15 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
             for mid, mod in self.modules.items():
                 ret = per_agent[:, list(mod.slot.env_index)].sum(axis=1).mean()
                 m.log_value((EPISODE_MODULE_RETURN_MEAN, mid), float(ret), window=1)
-        if self._wins:
-            m.log_value("win_rate", float(np.mean(self._wins)), window=1)
+        wins = [w for ws in self._wins for w in ws]
+        if wins:
+            m.log_value("win_rate", float(np.mean(wins)), window=1)
+        for k in range(self.seeds if self.seeds > 1 else 0):
+            if self._recent[k]:
+                ret = np.mean([r.sum() for r, _ in self._recent[k]])
+                m.log_value(f"{EPISODE_RETURN_MEAN}_seed{k}", float(ret), window=1)
+            if self._wins[k]:
+                m.log_value(f"win_rate_seed{k}", float(np.mean(self._wins[k])), window=1)
         for key, values in self._facts.items():
             m.log_value(f"episode_{key}", float(np.mean(values)), window=1)
 

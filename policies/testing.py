@@ -19,6 +19,7 @@ import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 import envs
+from policies.modules import stacked_seeds
 
 TEST_METRICS = ("test_return_mean", "test_battle_won_mean")
 """The columns greedy tests add to ``metrics.csv`` (NaN win rate where the env has no battles)."""
@@ -82,6 +83,8 @@ class GreedyTests(RLlibCallback):
     def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
         cadence = algorithm.config.learner_config_dict.get("greedy_tests") or {}
         self.interval = int(cadence.get("interval", 0))
+        if stacked_seeds(algorithm.config.rl_module_spec) > 1:
+            self.interval = 0  # test envs are not split into one block per seed (not yet)
         self.episodes = int(cadence.get("episodes", 0))
         self.last_steps, self.last, self.vec = None, {}, None
 

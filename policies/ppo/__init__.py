@@ -235,7 +235,8 @@ def configure_ppo(
         .env_runners(
             env_runner_cls=VectorEnvRunner,
             num_env_runners=opts.num_env_runners,
-            num_envs_per_env_runner=settings.num_envs_per_env_runner,
+            # stacked seeds: each runner steps num_envs_per_env_runner envs per seed
+            num_envs_per_env_runner=settings.num_envs_per_env_runner * settings.model.seeds,
             rollout_fragment_length="auto",
             num_cpus_per_env_runner=1,
             merge_env_runner_states=False,
@@ -300,9 +301,11 @@ def greedy_tests(env_id: str, settings: PPOSettings) -> dict[str, int]:
 def sampler_bytes(multi: MultiRLModuleSpec, settings: PPOSettings, num_env_runners: int) -> int:
     """Bytes one EnvRunner's rollout buffers take per iteration: ``T + 1`` steps of every
     module's input rows (T = the env steps each of its envs takes per batch), plus actions,
-    rewards and log-probabilities."""
-    B = settings.num_envs_per_env_runner
-    T = -(-settings.train_batch_size // (B * max(1, num_env_runners)))
+    rewards and log-probabilities. Stacked seeds: ``model.seeds`` times the envs, each seed
+    sampling ``train_batch_size`` env steps."""
+    E = settings.num_envs_per_env_runner
+    B = E * settings.model.seeds
+    T = -(-settings.train_batch_size // (E * max(1, num_env_runners)))
     total = 0
     for spec in multi.rl_module_specs.values():
         fields = BatchSpec.from_dict(spec.model_config["batch_spec"]).fields()
@@ -319,7 +322,8 @@ def check_sampler_memory(multi, settings: PPOSettings, num_env_runners: int) -> 
     if need > have // 2:
         raise AlgorithmMismatch(
             f"train_batch_size={settings.train_batch_size} with "
-            f"num_envs_per_env_runner={settings.num_envs_per_env_runner} needs about "
+            f"num_envs_per_env_runner={settings.num_envs_per_env_runner} "
+            f"(x model.seeds={settings.model.seeds}) needs about "
             f"{need / 2**30:.1f} GiB of rollout buffers per EnvRunner; this machine has "
             f"{have / 2**30:.1f} GiB: use a smaller batch"
         )
