@@ -23,7 +23,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from policies.batch import BatchSpec
 from policies.mapping import gather, scatter
-from policies.modules import FLOAT_MIN
+from policies.modules import FLOAT_MIN, seed_state_dict
 
 WEIGHTS_DIR = "weights"
 
@@ -208,11 +208,20 @@ class ModulePolicy:
         return actions.reshape(B, K, *actions.shape[1:]), state
 
 
+STACKED_SEED = "stacked_seed"
+"""``model_config`` key of one seed's plain module of a stacked run: ``[index, seeds]``
+(``training.evaluation.module_specs``)."""
+
+
 def module_from_weights(spec, path: Path):
     """The module of ``spec`` with the plain weights file ``path`` (nothing is unpickled); a
-    damaged or foreign file is a :class:`WeightsError` naming it."""
+    damaged or foreign file is a :class:`WeightsError` naming it. One seed of a stacked run
+    gets its slice of the stacked weights."""
+    config = spec.model_config if isinstance(spec.model_config, dict) else {}
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
+        if STACKED_SEED in config:
+            state = seed_state_dict(state, *config[STACKED_SEED])
         module = spec.build()
         module.load_state_dict(state)
     except Exception as e:  # name the file, never a traceback

@@ -38,6 +38,9 @@ class ServeArgs(BaseModel):
     runs: list[str] = Field(description="run directories, each optionally as NAME=RUN")
     replicas: int = Field(1, ge=1, description="replicas when not autoscaling")
     autoscale: str | None = Field(None, description="MIN:MAX replicas, autoscaled")
+    seed_index: int | None = Field(
+        None, ge=0, description="the seed served of runs trained with --seeds N"
+    )
     replica_cpus: float = Field(1.0, gt=0, description="CPUs reserved per replica")
     max_batch_size: int = Field(64, ge=1, description="requests per forward pass")
     batch_wait_s: float = Field(0.0, ge=0, description="wait for a fuller batch (0: none)")
@@ -61,11 +64,12 @@ class ServeArgs(BaseModel):
         return v
 
 
-def resolve(runs: list[str]) -> list[PolicySpec]:
-    """Specs of ``runs`` (``RUN`` or ``NAME=RUN``). A default name is ``<algo>-<env name>``;
-    where two runs share it, each gets its run directory's name appended."""
+def resolve(runs: list[str], seed_index: int | None = None) -> list[PolicySpec]:
+    """Specs of ``runs`` (``RUN`` or ``NAME=RUN``; ``seed_index``: the seed of stacked runs).
+    A default name is ``<algo>-<env name>``; where two runs share it, each gets its run
+    directory's name appended."""
     items = [item.split("=", 1) if "=" in item else (None, item) for item in runs]
-    specs = [spec_from_run(run, name) for name, run in items]
+    specs = [spec_from_run(run, name, seed_index) for name, run in items]
     names = [s.name for s in specs]
     specs = [
         s if name or names.count(s.name) == 1 else replace(s, name=f"{s.name}.{Path(s.run).name}")
@@ -167,7 +171,7 @@ def build_app(args: ServeArgs) -> serve.Application:
     """The Serve application of ``args.runs`` (the builder ``serve deploy`` calls)."""
     if not isinstance(args, ServeArgs):
         args = ServeArgs.model_validate(args)
-    return make_app(args, resolve(args.runs))
+    return make_app(args, resolve(args.runs, args.seed_index))
 
 
 def make_app(args: ServeArgs, specs: list[PolicySpec]) -> serve.Application:

@@ -127,9 +127,12 @@ class PolicySpec:
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
+def spec_from_run(
+    run: str | Path, name: str | None = None, seed_index: int | None = None
+) -> PolicySpec:
     """The :class:`PolicySpec` of a run directory's newest checkpoint (builds the env once for
-    its spaces; the server itself never builds an env)."""
+    its spaces; the server itself never builds an env); ``seed_index``: the seed of a stacked
+    run (``arena train --seeds N``)."""
     import envs
     from training.checkpoints import latest_checkpoint, load_config, verify_weights
     from training.evaluation import module_specs
@@ -149,14 +152,14 @@ def spec_from_run(run: str | Path, name: str | None = None) -> PolicySpec:
         algo=cfg.algo,
         run=str(run.resolve()),
         checkpoint=str(ckpt.resolve()),
-        version=f"{run.name}/{ckpt.name}",
+        version=f"{run.name}/{ckpt.name}" + ("" if seed_index is None else f"/seed{seed_index}"),
         agents=agents,
         observation_spaces={a: env.observation_space(a) for a in agents},
         action_spaces={a: env.action_space(a) for a in agents},
         meta={
             k: v for k, v in json.loads((ckpt / "arena.json").read_text()).items() if k != "files"
         },
-        modules=module_specs(run),
+        modules=module_specs(run, seed_index),
     )
     env.close()
     return spec

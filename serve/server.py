@@ -179,6 +179,13 @@ def add_arguments(p) -> None:
     g.add_argument("--replicas", type=int, default=1)
     g.add_argument("--autoscale", metavar="MIN:MAX")
     p.add_argument("--replica-cpus", type=float, default=1.0, dest="replica_cpus")
+    p.add_argument(
+        "--seed-index",
+        type=int,
+        dest="seed_index",
+        metavar="K",
+        help="the seed to serve of runs trained with --seeds N (0..N-1)",
+    )
     p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
     p.add_argument(
         "--proxy", choices=PROXIES, default="haproxy", help="HTTP front of the embedded Ray"
@@ -197,6 +204,7 @@ def main(ns) -> int:
             replicas=ns.replicas,
             autoscale=ns.autoscale,
             replica_cpus=ns.replica_cpus,
+            seed_index=ns.seed_index,
         )
     except ValidationError as e:
         msg = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
@@ -243,7 +251,7 @@ def start(args, opts: ServeOptions, on_ray=None) -> dict:
         problem = fits(args, runtime.local_resources()["num_cpus"], "this machine")
         if problem:
             raise RunError(problem)
-    specs = resolve(args.runs)
+    specs = resolve(args.runs, args.seed_index)
     check_weights(specs)
     say(f"arena serve: starting Ray for {len(specs)} polic{'y' if len(specs) == 1 else 'ies'}")
     runtime.connect(opts.address)

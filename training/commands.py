@@ -8,6 +8,9 @@ import json
 import time
 from pathlib import Path
 
+STACKED_ALGOS = ("ippo", "mappo")
+"""The algorithms ``arena train --seeds N`` stacks (``model.seeds``: one batched network)."""
+
 DEMO_CONFIG = Path(__file__).with_name("configs") / "demo.yaml"
 """The demo's run: a config file a user can pass to ``arena train --config``."""
 
@@ -35,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--out", default="runs", help="root of run directories")
     t.add_argument("--name", help="run name (default: time stamp and seed)")
     t.add_argument("--seed", type=int)
+    t.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help=f"train N independent seeds side by side in one process ({', '.join(STACKED_ALGOS)})",
+    )
     t.add_argument("--config", help="YAML file of config keys")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     t.add_argument("--resume", metavar="RUN", help="continue a run from its last checkpoint")
@@ -76,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="web agents: also N episodes per task on the real pages in Chromium",
     )
+    v.add_argument(
+        "--seed-index",
+        type=int,
+        dest="seed_index",
+        metavar="K",
+        help="the seed to play of a run trained with --seeds N (0..N-1)",
+    )
     v.add_argument("--json", action="store_true")
     v.set_defaults(arena_handler="training.commands:run_eval")
     _register_crossplay(sub)
@@ -104,6 +120,7 @@ def run_train(args) -> int:
                 ("ENV", args.env),
                 ("--algo", args.algo),
                 ("--seed", args.seed),
+                ("--seeds", args.seeds),
                 ("--config", args.config),
                 ("--set", args.set),
                 ("--policies", args.policies),
@@ -160,6 +177,12 @@ def run_train(args) -> int:
             cfg.loggers = [name.strip() for name in args.logger.split(",") if name.strip()]
         cfg.callbacks += args.callback or []
         apply_overrides(cfg, args.set or [])
+        if args.seeds is not None:
+            if cfg.algo not in STACKED_ALGOS:
+                raise ConfigError(
+                    f"--seeds stacks seeds of {' or '.join(STACKED_ALGOS)} runs, not {cfg.algo}"
+                )
+            set_value(cfg, "model.seeds", args.seeds)
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every
         )
@@ -190,6 +213,7 @@ def run_eval(args) -> int:
         explore=args.explore,
         random_modules=args.random,
         real_episodes=args.real,
+        seed_index=args.seed_index,
     )
     if args.json:
         print(json.dumps(summary, indent=2))

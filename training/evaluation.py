@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from policies import algorithm as algorithms
+from policies.inference import STACKED_SEED
 from training.checkpoints import (
     RunError,
     latest_checkpoint,
@@ -131,25 +132,50 @@ def random_actor(env_id: str, env_args: dict, seed: int):
     return act
 
 
-def module_specs(run: str | Path):
+def module_specs(run: str | Path, seed_index: int | None = None):
     """The ``MultiRLModuleSpec`` of ``run``'s modules, from its ``config.yaml`` and its env's
-    spaces (this builds the env once)."""
+    spaces (this builds the env once).
+
+    A stacked run (``arena train --seeds N``) needs ``seed_index``: its specs are then those
+    of one seed's plain modules, whose weights are sliced from the stacked ones on loading
+    (``policies.inference.module_from_weights``)."""
     cfg = load_config(Path(run))
-    return algorithms.get(cfg.algo).modules(
+    seeds = getattr(getattr(cfg.settings, "model", None), "seeds", 1)
+    if seeds > 1:
+        if seed_index is None or not 0 <= seed_index < seeds:
+            given = "" if seed_index is None else f" (not {seed_index})"
+            raise RunError(
+                f"{run} trained {seeds} stacked seeds: pick one with --seed-index K, "
+                f"K in 0..{seeds - 1}{given}"
+            )
+        cfg.settings.model.seeds = 1
+    elif seed_index not in (None, 0):
+        raise RunError(f"--seed-index {seed_index}: {run} trained one seed (index 0)")
+    specs = algorithms.get(cfg.algo).modules(
         cfg.env, cfg.settings, env_config=cfg.env_args, sharing=cfg.policies
     )
+    if seeds > 1:
+        for spec in specs.rl_module_specs.values():
+            spec.model_config[STACKED_SEED] = [seed_index, seeds]
+    return specs
 
 
-def load_policy(run: str | Path, checkpoint: str | Path | None = None, specs=None):
+def load_policy(
+    run: str | Path,
+    checkpoint: str | Path | None = None,
+    specs=None,
+    seed_index: int | None = None,
+):
     """The run's policy (``policies.inference.Policy``) from a checkpoint's plain weights,
     rebuilt from ``config.yaml`` and the env's spaces (or ``specs``, from
-    :func:`module_specs`): nothing in the run is unpickled."""
+    :func:`module_specs`; ``seed_index``: which seed of a stacked run): nothing in the run is
+    unpickled."""
     from policies.inference import WEIGHTS_DIR, Policy, WeightsError
 
     run = Path(run)
     ckpt = Path(checkpoint) if checkpoint else latest_checkpoint(run)
     verify_weights(ckpt)
-    specs = specs if specs is not None else module_specs(run)
+    specs = specs if specs is not None else module_specs(run, seed_index)
     try:
         return Policy.from_weights(specs, ckpt / WEIGHTS_DIR)
     except WeightsError as e:
@@ -164,11 +190,12 @@ def evaluate(
     seed: int = 10_000,
     random_modules: list[str] | None = None,
     real_episodes: int = 0,
+    seed_index: int | None = None,
 ) -> dict:
     """Rebuilds the modules of ``run`` around its plain weights (no unpickling) and plays
     ``episodes``; writes ``eval.json``.
     The agents of ``random_modules`` act uniformly at random instead (a baseline for one
-    side of a competitive env)."""
+    side of a competitive env). ``seed_index``: the seed of a stacked run to play."""
     run = Path(run)
     if episodes <= 0:
         raise ConfigError(f"--episodes must be positive, got {episodes}")
@@ -177,7 +204,7 @@ def evaluate(
     info = algorithms.get(cfg.algo)
     if info.evaluate is not None:
         return _evaluate_by_algorithm(info, run, ckpt, cfg, episodes, real_episodes)
-    policy = load_policy(run, ckpt)
+    policy = load_policy(run, ckpt, seed_index=seed_index)
     random_modules = list(random_modules or [])
     unknown = sorted(set(random_modules) - set(policy.modules))
     if unknown:
@@ -199,6 +226,7 @@ def evaluate(
             "greedy": not explore,
             "modules": {m: list(p.agents) for m, p in policy.modules.items()},
             "random_modules": random_modules,
+            **({} if seed_index is None else {"seed_index": seed_index}),
         }
     )
     name = "eval.json" if not random_modules else f"eval-random-{'-'.join(random_modules)}.json"

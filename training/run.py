@@ -58,6 +58,14 @@ def columns_for(
     return METRIC_COLUMNS + list(extra) + [f"{m}/{c}" for m in modules for c in per_module]
 
 
+def seed_columns(settings: Any) -> tuple[str, ...]:
+    """A stacked run's per-seed columns (``model.seeds`` > 1, as the sampler logs them)."""
+    seeds = getattr(getattr(settings, "model", None), "seeds", 1)
+    if seeds <= 1:
+        return ()
+    return tuple(f"{m}_seed{k}" for m in ("episode_return_mean", "win_rate") for k in range(seeds))
+
+
 def _num(x: Any) -> float:
     try:
         return float(x)
@@ -179,7 +187,11 @@ class Run:
         if not (cfg.timesteps or cfg.iterations) and info.default_iterations:
             cfg.iterations = info.default_iterations
         self.target_steps = cfg.timesteps or (None if cfg.iterations else DEFAULT_TIMESTEPS)
-        self.extra_metrics = info.metrics + tuple(f"episode_{f}" for f in envs.facts(cfg.env))
+        self.extra_metrics = (
+            info.metrics
+            + tuple(f"episode_{f}" for f in envs.facts(cfg.env))
+            + seed_columns(cfg.settings)
+        )
         self.losses = info.losses
         algo_config = info.build(  # checks algorithm x env before Ray starts
             cfg.env,

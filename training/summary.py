@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 from training.run import read_metrics
@@ -22,6 +23,12 @@ def _column(rows: list[dict], key: str) -> list[tuple[int, float]]:
         if math.isfinite(value):
             out.append((int(float(r["env_steps"])), value))
     return out
+
+
+def seed_keys(row: dict) -> list[str]:
+    """The per-seed return columns of a stacked run's metrics row, in seed order."""
+    keys = [k for k in row if re.fullmatch(r"episode_return_mean_seed\d+", k)]
+    return sorted(keys, key=lambda k: int(k.rsplit("seed", 1)[1]))
 
 
 def summary_lines(run: Path) -> list[str]:
@@ -42,6 +49,11 @@ def summary_lines(run: Path) -> list[str]:
         lines.append(
             f"  return: final {returns[-1][1]:.2f}, best {best[1]:.2f} (at {best[0]:,} env steps)"
         )
+    per_seed = [_column(rows, key) for key in seed_keys(last)]
+    if per_seed and all(per_seed):  # a stacked run (arena train --seeds N)
+        finals = [col[-1][1] for col in per_seed]
+        each = ", ".join(f"{k}: {v:.2f}" for k, v in enumerate(finals))
+        lines.append(f"  final return per seed: {each} (mean {sum(finals) / len(finals):.2f})")
     for key, label in (("test_battle_won_mean", "greedy test win rate"), ("win_rate", "win rate")):
         wins = _column(rows, key)
         if wins:

@@ -156,3 +156,110 @@ def test_runner_logs_returns_per_seed(stacked_runner):
     per_seed = [peek(f"episode_return_mean_seed{k}") for k in range(G)]
     assert len(set(per_seed)) == G
     assert peek("episode_return_mean") == pytest.approx(np.mean(per_seed))  # as many per seed
+
+
+def stacked_run(tmp_path, seeds: int = G):
+    """A run directory of a stacked mappo run (its config and one checkpoint of fresh
+    weights; no training) and the stacked modules those weights are from."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from policies.ppo import declare_ppo
+    from training.checkpoints import save_checkpoint
+    from training.config import TrainConfig, set_value
+
+    cfg = TrainConfig(env="mpe/simple_spread-v3")
+    cfg.set_algo("mappo")
+    set_value(cfg, "model.seeds", seeds)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    opts = SimpleNamespace(env_config={}, sharing=cfg.policies)
+    modules = declare_ppo(cfg.env, cfg.settings, opts, centralised_critic=True).build()
+    weights = {mid: m.state_dict() for mid, m in modules.items()}
+
+    class Algo:
+        learner_group = SimpleNamespace(get_weights=lambda: weights)
+
+        def save_to_path(self, path: str) -> None:
+            __import__("pathlib").Path(path).mkdir(parents=True)
+
+    save_checkpoint(Algo(), tmp_path, 1, 100, keep=1)
+    return tmp_path, modules
+
+
+def test_eval_plays_one_seed_of_a_stacked_run(tmp_path):
+    from training.checkpoints import RunError
+    from training.evaluation import load_policy
+
+    run, modules = stacked_run(tmp_path)
+    with pytest.raises(RunError, match="trained 3 stacked seeds: pick one with --seed-index K"):
+        load_policy(run)
+    with pytest.raises(RunError, match="K in 0..2 \\(not 3\\)"):
+        load_policy(run, seed_index=3)
+    stacked = modules["shared"]
+    rng, n = np.random.default_rng(1), G * R
+    x = stacked.spec.pack(rng.random((n, 18)), None, rng.random((n, 54)), np.arange(n) % 3)
+    b = {Columns.OBS: {key: torch.tensor(v) for key, v in x.items()}}
+    logits, _ = stacked.actor(b)
+    for k in range(G):
+        plain = load_policy(run, seed_index=k).modules["shared"].module
+        assert not any(isinstance(x, GroupedLinear) for x in plain.modules())
+        rows = slice(k * R, (k + 1) * R)
+        block = {Columns.OBS: {key: v[rows] for key, v in b[Columns.OBS].items()}}
+        torch.testing.assert_close(plain.actor(block)[0], logits[rows], rtol=0, atol=1e-6)
+
+
+def test_a_one_seed_run_has_only_seed_index_0(tmp_path):
+    from training.checkpoints import RunError
+    from training.evaluation import module_specs
+
+    run, _ = stacked_run(tmp_path, seeds=1)
+    assert module_specs(run, 0) and module_specs(run)
+    with pytest.raises(RunError, match="--seed-index 2: .* trained one seed"):
+        module_specs(run, 2)
+
+
+def test_train_seeds_is_for_ippo_and_mappo(capsys):
+    from arena.cli import main
+
+    assert main(["train", "mpe/simple_spread-v3", "--algo", "iql", "--seeds", "2"]) == 2
+    assert "--seeds stacks seeds of ippo or mappo runs, not iql" in capsys.readouterr().err
+    argv = ["train", "mpe/simple_spread-v3", "--algo", "mappo", "--seeds", "65"]
+    assert main(argv) == 2
+    assert "model.seeds=65 (in 1..64)" in capsys.readouterr().err
+
+
+def test_stacking_is_refused_for_hypermarl():
+    from types import SimpleNamespace
+
+    from policies import algorithm
+    from policies.algorithm import AlgorithmMismatch
+
+    name = next(n for n in algorithm.names() if "hyper" in n)
+    info = algorithm.get(name)
+    settings = info.settings()
+    settings.model.seeds = 2
+    opts = SimpleNamespace(env_config={}, sharing="auto")
+    with pytest.raises(AlgorithmMismatch, match="not HyperActorCritic modules"):
+        info.declare("mpe/simple_spread-v3", settings, opts)
+
+
+def test_run_files_have_per_seed_columns_and_summary(tmp_path):
+    from training.run import columns_for, seed_columns
+    from training.summary import summary_lines
+
+    settings = __import__("policies.mappo", fromlist=["x"]).ALGORITHM.settings()
+    assert seed_columns(settings) == ()
+    settings.model.seeds = 2
+    extra = seed_columns(settings)
+    assert extra[:2] == ("episode_return_mean_seed0", "episode_return_mean_seed1")
+    assert "win_rate_seed1" in extra
+    columns = columns_for(["shared"], extra)
+    rows = [[1, 100, 1.0, -5.0, 25, "", -4.0, -6.0], [2, 200, 2.0, -3.0, 25, "", -2.0, -4.0]]
+    keep = ["iteration", "env_steps", "time_s", "episode_return_mean", "episode_len_mean"]
+    keep += ["win_rate", "episode_return_mean_seed0", "episode_return_mean_seed1"]
+    assert set(keep) <= set(columns)
+    lines = [",".join(keep)] + [",".join(map(str, r)) for r in rows]
+    (tmp_path / "metrics.csv").write_text("\n".join(lines) + "\n")
+    text = "\n".join(summary_lines(tmp_path))
+    assert "final return per seed: 0: -2.00, 1: -4.00 (mean -3.00)" in text
