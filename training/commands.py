@@ -8,9 +8,6 @@ import json
 import time
 from pathlib import Path
 
-STACKED_ALGOS = ("ippo", "mappo")
-"""The algorithms ``arena train --seeds N`` stacks (``model.seeds``: one batched network)."""
-
 DEMO_CONFIG = Path(__file__).with_name("configs") / "demo.yaml"
 """The demo's run: a config file a user can pass to ``arena train --config``."""
 
@@ -42,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seeds",
         type=int,
         metavar="N",
-        help=f"train N independent seeds side by side in one process ({', '.join(STACKED_ALGOS)})",
+        help="train N independent seeds side by side in one process (ippo, mappo)",
     )
     t.add_argument("--config", help="YAML file of config keys")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
@@ -110,7 +107,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_train(args) -> int:
     from pathlib import Path
 
-    from training.config import ConfigError, TrainConfig, apply_overrides, load_yaml, set_value
+    from training.config import (
+        ConfigError,
+        TrainConfig,
+        apply_overrides,
+        check_stacked,
+        load_yaml,
+        set_value,
+    )
     from training.run import train
 
     if args.resume:
@@ -178,10 +182,7 @@ def run_train(args) -> int:
         cfg.callbacks += args.callback or []
         apply_overrides(cfg, args.set or [])
         if args.seeds is not None:
-            if cfg.algo not in STACKED_ALGOS:
-                raise ConfigError(
-                    f"--seeds stacks seeds of {' or '.join(STACKED_ALGOS)} runs, not {cfg.algo}"
-                )
+            check_stacked(cfg.algo)  # before model.seeds, which other algorithms lack
             set_value(cfg, "model.seeds", args.seeds)
         run = train(
             cfg, out=args.out, name=args.name, address=args.address, curve_every=args.curve_every

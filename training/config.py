@@ -135,6 +135,8 @@ class TrainConfig:
         for ref in self.callbacks:
             if not CALLBACK_REF.match(ref):
                 raise ConfigError(f"callback {shorten(ref)} must read module:Class")
+        if getattr(getattr(self.settings, "model", None), "seeds", 1) != 1:
+            check_stacked(self.algo)
         try:
             self.settings.validate()
         except ValueError as e:
@@ -256,6 +258,19 @@ def set_field(target: Any, key: str, value: Any) -> None:
     if not _set_field(target, key, value, ""):
         allowed = ", ".join(f.name for f in dataclasses.fields(target))
         raise ConfigError(f"unknown key {shorten(key)}; allowed: {allowed}")
+
+
+STACKED_ALGOS = ("ippo", "mappo")
+"""The algorithms that train stacked seeds (``arena train --seeds N``, ``model.seeds``)."""
+
+
+def check_stacked(algo: str) -> None:
+    """Refuses stacked seeds for an algorithm whose learner does not train them."""
+    if algo not in STACKED_ALGOS:
+        raise ConfigError(
+            f"--seeds (model.seeds) stacks seeds of {' or '.join(STACKED_ALGOS)} runs, not "
+            f"{shorten(algo)}"
+        )
 
 
 def set_value(cfg: TrainConfig, key: str, value: Any) -> None:

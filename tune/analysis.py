@@ -313,6 +313,26 @@ def status_section(trials: pd.DataFrame) -> Section:
     return Section("Trials", md_table(counts))
 
 
+def unstack_seeds(
+    trials: pd.DataFrame, rows: pd.DataFrame, seeds: int, metrics: tuple[str, ...]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stacked trials (``arena train --seeds N``) as N trials each, one per seed: seed k's
+    trial ``<trial>/seed<k>`` has ``seed`` k and its ``<metric>_seed<k>`` columns under the
+    plain ``metrics`` names (every other column is the stacked trial's)."""
+    out_trials, out_rows = [], []
+    for t in trials.to_dict("records"):
+        part = rows[rows["trial"] == t["trial"]] if len(rows) else rows
+        for k in range(seeds):
+            name = f"{t['trial']}/seed{k}"
+            out_trials.append({**t, "trial": name, "seed": k})
+            mine = part.assign(trial=name, seed=k)
+            for m in metrics:
+                mine[m] = part[f"{m}_seed{k}"] if f"{m}_seed{k}" in part else math.nan
+            out_rows.append(mine)
+    rows_out = pd.concat(out_rows, ignore_index=True) if out_rows else rows
+    return pd.DataFrame(out_trials), rows_out
+
+
 def seed_sections(trials, rows, metric: str, figures: Path) -> list[Section]:
     finals = final_values(trials, rows, metric)
     table = trials[["seed", "status", "iterations"]].copy()

@@ -139,6 +139,8 @@ class PPOSettings:
             # More envs than a batch has env steps would sample nothing useful (and allocate
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
+            # cloning demonstrations trains one network, not one block of rows per seed
+            "demos": not (self.demos and self.model.seeds > 1),
         }
         bad = [f"{k}={shown(getattr(self, k))}" for k, ok in checks.items() if not ok]
         if not finite:
@@ -152,7 +154,7 @@ class PPOSettings:
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
                 "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096, value_clip in "
                 f"{'/'.join(VALUE_CLIPS)}, advantage_norm in {'/'.join(ADVANTAGE_NORMS)}, "
-                "adam_eps in (0, 1])"
+                "adam_eps in (0, 1], demos only with model.seeds=1)"
             )
 
 

@@ -223,7 +223,9 @@ def test_train_seeds_is_for_ippo_and_mappo(capsys):
     from arena.cli import main
 
     assert main(["train", "mpe/simple_spread-v3", "--algo", "iql", "--seeds", "2"]) == 2
-    assert "--seeds stacks seeds of ippo or mappo runs, not iql" in capsys.readouterr().err
+    assert "--seeds (model.seeds) stacks seeds of ippo or mappo runs, not 'iql'" in (
+        capsys.readouterr().err
+    )
     argv = ["train", "mpe/simple_spread-v3", "--algo", "mappo", "--seeds", "65"]
     assert main(argv) == 2
     assert "model.seeds=65 (in 1..64)" in capsys.readouterr().err
@@ -263,3 +265,31 @@ def test_run_files_have_per_seed_columns_and_summary(tmp_path):
     (tmp_path / "metrics.csv").write_text("\n".join(lines) + "\n")
     text = "\n".join(summary_lines(tmp_path))
     assert "final return per seed: 0: -2.00, 1: -4.00 (mean -3.00)" in text
+
+
+def test_a_stacked_seeds_sweep_is_one_trial_reported_per_seed(tmp_path):
+    import pandas as pd
+
+    from tune.sweeps.seeds import SeedsSweep
+
+    sweep = SeedsSweep(env="mpe/simple_spread-v3", algo="mappo", samples=G, stacked=True)
+    sweep.validate()
+    (trial,) = sweep.stage("train", None, None, tmp_path).trials
+    assert trial["run"]["model.seeds"] == G
+    trials = pd.DataFrame(
+        [{"stage": "train", "trial": "t0", "status": "finished", "iterations": 2, "seed": 0}]
+    )
+    finals = [-30.0, -20.0, -10.0]
+    rows = pd.DataFrame(
+        {"trial": "t0", "iteration": [1, 2], "env_steps": [100, 200],
+         "episode_return_mean": [-50.0, -20.0],
+         **{f"episode_return_mean_seed{k}": [-50.0, finals[k]] for k in range(G)}}
+    )  # fmt: skip
+    sections = sweep.report(trials, rows, tmp_path)
+    text = "\n".join(s.text for s in sections)
+    assert "Final episode_return_mean per seed" in text
+    for k, v in enumerate(finals):
+        assert f"| {k} | finished | 2 | {v:.3f} |" in text
+    assert "over 3 seeds" in text
+    with pytest.raises(Exception, match="stacks seeds of ippo or mappo runs, not 'iql'"):
+        SeedsSweep(env="mpe/simple_spread-v3", algo="iql", samples=G, stacked=True).validate()
