@@ -65,8 +65,9 @@ def summary_lines(run: Path) -> list[str]:
         f" {name}," for name in ("curve.png", "marl_eval.json") if (run / name).exists()
     )
     lines.append(f"  files: config.yaml, metrics.csv,{extra} tb/, checkpoints/ (latest: {ckpt})")
-    lines.append(f"  next: arena eval {run}")
-    lines.append(f"        arena serve {run}")
+    pick = " --seed-index 0" if per_seed else ""  # a stacked run plays one seed at a time
+    lines.append(f"  next: arena eval {run}{pick}")
+    lines.append(f"        arena serve {run}{pick}")
     lines.append(f"        tensorboard --logdir {run / 'tb'}")
     return lines
 

@@ -265,6 +265,7 @@ def test_run_files_have_per_seed_columns_and_summary(tmp_path):
     (tmp_path / "metrics.csv").write_text("\n".join(lines) + "\n")
     text = "\n".join(summary_lines(tmp_path))
     assert "final return per seed: 0: -2.00, 1: -4.00 (mean -3.00)" in text
+    assert f"arena eval {tmp_path} --seed-index 0" in text
 
 
 def test_a_stacked_seeds_sweep_is_one_trial_reported_per_seed(tmp_path):
