@@ -562,7 +562,9 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                         facts = self._facts.setdefault(key, deque(maxlen=self._window))
                         facts.extend(values[ended].tolist())
         self._step = step
-        self._log_sampled(T * B, all_rewards, done_buf)
+        # env steps are counted per seed: a stacked run's curves and --timesteps read as
+        # each seed's, the same as one seed's run
+        self._log_sampled(T * B // self.seeds, all_rewards, done_buf)
         self.metrics.log_value(TIME_ENV, t_env, reduce="sum")
         self.metrics.log_value(TIME_POLICY, t_pol, reduce="sum")
         return Rollout(bufs, done_buf, term_buf, started, env_state, final_state, all_rewards)

@@ -263,7 +263,10 @@ def configure_ppo(
             kl_coeff=settings.kl_coeff,
             use_kl_loss=settings.kl_coeff > 0,
             grad_clip=settings.grad_clip,
-            train_batch_size_per_learner=max(1, settings.train_batch_size // max(1, opts.learners)),
+            # stacked seeds: every seed samples and learns from a whole batch
+            train_batch_size_per_learner=max(
+                1, settings.train_batch_size * settings.model.seeds // max(1, opts.learners)
+            ),
             minibatch_size=settings.minibatch_size,
             num_epochs=settings.num_epochs,
             learner_config_dict={

@@ -113,3 +113,66 @@ def test_the_batch_carries_the_sampled_values_and_raw_advantages(ray_session):
         )
     finally:
         algo.stop()
+
+
+def test_stacked_seeds_learn_each_as_its_own_run(ray_session):
+    """One update of a module of 2 stacked seeds moves each seed's weights as an update of a
+    plain module with that seed's weights on that seed's rows alone (one full-batch minibatch,
+    so the shuffle cannot tell them apart). Adam's eps of 1 and no gradient clipping make its
+    step follow the gradient's size, so the loss scale shows too."""
+    from policies.modules import seed_state_dict
+
+    info = algorithm.get("ippo")
+
+    def built(seeds: int):
+        settings = info.settings(**SMALL, adam_eps=1.0, grad_clip=1e9)
+        settings.model.seeds = seeds
+        return info.build("mpe/simple_spread-v3", settings, seed=4).build_algo()
+
+    stacked, solo = built(2), built(1)
+    try:
+        learner = stacked.learner_group._learner
+        batch = train_batches(stacked.env_runner).batches["shared"]
+        n = len(batch[Postprocessing.ADVANTAGES]) // 2
+        start = {k: v.detach().clone() for k, v in learner.module["shared"].state_dict().items()}
+        loss = LossSettings.of(learner.config)
+        learner._fit("shared", batch, loss, 1, n)
+        moved = {k: v.detach() for k, v in learner.module["shared"].state_dict().items()}
+        solo_learner = solo.learner_group._learner
+        for k in (0, 1):
+            solo_learner.module["shared"].load_state_dict(seed_state_dict(start, k, 2))
+            solo_learner.configure_optimizers()  # fresh Adam, as the stacked one was
+            rows = {
+                key: ({c: v[k * n : (k + 1) * n] for c, v in col.items()} if isinstance(col, dict)
+                      else col[k * n : (k + 1) * n])
+                for key, col in batch.items()
+            }  # fmt: skip
+            solo_learner._fit("shared", rows, loss, 1, n)
+            want = seed_state_dict(moved, k, 2)
+            for key, value in solo_learner.module["shared"].state_dict().items():
+                torch.testing.assert_close(value, want[key], rtol=1e-4, atol=1e-5, msg=key)
+            assert not torch.equal(
+                want["pi_head.weight"], seed_state_dict(start, k, 2)["pi_head.weight"]
+            )
+    finally:
+        stacked.stop()
+        solo.stop()
+
+
+def test_gradients_are_clipped_per_seed_as_torch_clips_one_run():
+    from policies.ppo.learner import clip_per_seed
+
+    torch.manual_seed(0)
+    params = [torch.zeros(3, 4, 5, requires_grad=True), torch.zeros(3, 1, 5, requires_grad=True)]
+    for p, scale in zip(params, (1.0, 10.0), strict=True):
+        p.grad = torch.randn_like(p) * scale * torch.tensor([0.01, 1.0, 5.0]).view(3, 1, 1)
+    alone = [[p.grad[k].clone().requires_grad_() for p in params] for k in range(3)]
+    clip_per_seed(params, 0.5, seeds=3)
+    for k, grads in enumerate(alone):
+        leaves = [torch.zeros_like(g, requires_grad=True) for g in grads]
+        for leaf, g in zip(leaves, grads, strict=True):
+            leaf.grad = g.detach().clone()
+        torch.nn.utils.clip_grad_norm_(leaves, 0.5)
+        for leaf, p in zip(leaves, params, strict=True):
+            torch.testing.assert_close(p.grad[k], leaf.grad)
+    assert params[0].grad[0].abs().max() < 0.05  # seed 0 was under the norm: untouched
