@@ -40,6 +40,8 @@ from ray.rllib.utils.metrics import (
 )
 
 VALUE_CLIPS = ("change", "loss", "none")
+THREADS_KEY = "learner_threads"
+"""Where ``PPOSettings.learner_threads`` travels in RLlib's ``learner_config_dict``."""
 ADVANTAGE_NORMS = ("minibatch", "batch", "none")
 
 
@@ -141,9 +143,15 @@ class ArrayPPOLearner(PPOTorchLearner):
         self.before_gradient_based_update(timesteps=timesteps or {})
         self._weights_seq_no += 1
         loss = LossSettings.of(self.config)
-        for mid, rows in batch.policy_batches.items():
-            if self.should_module_be_updated(mid, batch):
-                self._fit(mid, rows, loss, num_epochs, minibatch_size or len(rows))
+        threads = torch.get_num_threads()
+        # stacked seeds' matmuls are large enough to share out (one seed's are not)
+        torch.set_num_threads(self.config.learner_config_dict.get(THREADS_KEY, threads))
+        try:
+            for mid, rows in batch.policy_batches.items():
+                if self.should_module_be_updated(mid, batch):
+                    self._fit(mid, rows, loss, num_epochs, minibatch_size or len(rows))
+        finally:
+            torch.set_num_threads(threads)  # the driver samples on one thread
         self.metrics.log_value(
             (ALL_MODULES, NUM_ENV_STEPS_TRAINED), batch.env_steps(), reduce="sum"
         )

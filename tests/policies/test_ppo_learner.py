@@ -38,7 +38,13 @@ def test_loss_clip_is_rllibs_clamp_and_none_is_the_squared_error():
 
 
 @pytest.mark.parametrize(
-    "key, value", [("value_clip", "ppo2"), ("advantage_norm", "epoch"), ("adam_eps", 0.0)]
+    "key, value",
+    [
+        ("value_clip", "ppo2"),
+        ("advantage_norm", "epoch"),
+        ("adam_eps", 0.0),
+        ("learner_threads", 0),
+    ],
 )
 def test_bad_loss_choices_are_refused_with_the_allowed_values(key, value):
     with pytest.raises(ValueError, match=key) as err:
@@ -76,7 +82,7 @@ def test_rllibs_loss_is_reachable_by_name(ray_session):
 
 
 def test_an_update_takes_epochs_times_equal_minibatches_with_adams_eps(ray_session):
-    algo = _algo(adam_eps=1e-6).build_algo()
+    algo = _algo(adam_eps=1e-6, learner_threads=2).build_algo()
     try:
         learner = algo.learner_group._learner
         optimizer = learner.get_optimizer("shared")
@@ -90,7 +96,11 @@ def test_an_update_takes_epochs_times_equal_minibatches_with_adams_eps(ray_sessi
 
         optimizer.step = counted
         before = {k: v.clone() for k, v in learner.module["shared"].state_dict().items()}
+        threads = []
+        fit = learner._fit
+        learner._fit = lambda *a: (threads.append(torch.get_num_threads()), fit(*a))
         result = algo.train()
+        assert threads == [2] and torch.get_num_threads() == 1  # the sampler's one thread
         rows = 400 // 8 * 8 * 3  # 50 steps of 8 envs, 3 agents
         assert len(sizes) == SMALL["num_epochs"] * round(rows / SMALL["minibatch_size"])
         after = learner.module["shared"].state_dict()
