@@ -197,7 +197,10 @@ class Panoramas:
             else:
                 geom = table.pick(faces, SKY)
                 out["geom"] = geom
-                out["semantic"] = self.tag[geom]
+                # mmWalk's capture leaves the faces a view does not render (walker and dog: up
+                # and down) zero: class 0, unlabeled, not sky
+                shown = table.shown.reshape(table.shape)
+                out["semantic"] = np.where(shown, self.tag[geom], np.uint8(TAG["unlabeled"]))
         return out
 
 

@@ -103,12 +103,16 @@ def imu(poses: list[Pose], i: int) -> dict:
 
 
 def imu_text(record: dict) -> str:
-    """The IMU file of a frame, as mmWalk's capture writes it."""
-    a, g = record["accelerometer"], record["gyroscope"]
+    """The IMU file of a frame, as mmWalk's capture writes it (``capture.py``: an f-string of
+    CARLA's Python floats, e.g. ``Accelerometer: (0.0, -0.5, 9.81)``)."""
+
+    def floats(*xs) -> str:
+        return ", ".join(str(float(x)) for x in xs)  # np.float64's repr names its type
+
     return (
-        f"Accelerometer: ({a[0]!r}, {a[1]!r}, {a[2]!r})\n"
-        f"Gyroscope: ({g[0]!r}, {g[1]!r}, {g[2]!r})\n"
-        f"Compass: {record['compass']!r}\n"
+        f"Accelerometer: ({floats(*record['accelerometer'])})\n"
+        f"Gyroscope: ({floats(*record['gyroscope'])})\n"
+        f"Compass: {float(record['compass'])}\n"
     )
 
 

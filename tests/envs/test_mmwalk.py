@@ -149,10 +149,16 @@ def test_a_landmark_shows_at_its_clock_direction_and_distance():
 def test_imu_action_and_corner_cases():
     s = scene.build("Cross", 2)
     poses = walk.walk(s)
-    text = walk.imu_text(walk.imu(poses, 3))
-    assert re.fullmatch(
-        r"Accelerometer: \(\S+, \S+, 9\.81\)\nGyroscope: \(\S+, \S+, \S+\)\nCompass: \S+\n", text
-    )
+    record = walk.imu(poses, 3)
+    text = walk.imu_text(record)
+    # mmWalk's capture.py: f"Accelerometer: ({a.x}, {a.y}, {a.z})\n" of CARLA's Python floats
+    num = r"(-?\d+(?:\.\d+)?(?:e[-+]\d+)?)"
+    three = rf"\({num}, {num}, {num}\)"
+    m = re.fullmatch(rf"Accelerometer: {three}\nGyroscope: {three}\nCompass: {num}\n", text)
+    assert m, text
+    read = [float(x) for x in m.groups()]
+    want = [*record["accelerometer"], *record["gyroscope"], record["compass"]]
+    assert read == [float(x) for x in want] and read[2] == 9.81
     assert walk.action_text("WA") == "W: 1\nA: 1\nS: 0\nD: 0\n"
     assert (
         walk.action_name("WD") == "Forward Turning Right" and walk.action_name("") == "Stationary"
@@ -389,3 +395,23 @@ def test_navigate_options_are_checked():
     env = envs.make("mmwalk/navigate-v0", views=("walker", "dog"), modalities=("depth", "semantic"))
     obs, _ = env.reset(seed=1)
     assert obs["walker"].shape == (84, 84, 4) and obs["walker"].dtype == np.uint8
+
+
+def test_unrendered_faces_are_unlabeled_and_the_rendered_sky_is_sky():
+    """mmWalk's capture writes zeros where a walker or dog view renders no face (up, down):
+    class 0 (unlabeled) in the semantic panorama, as RGB and depth there; the sky a face does
+    render is class 11."""
+    s = _lone_landmark_scene((10.0, 0.0))
+    pano = render.Panoramas(s, size=(360, 180), face=90)
+    try:
+        pano.place((0.0, 0.0), 0.0, np.zeros((0, 3)))
+        for view in ("walker", "dog", "drone"):
+            out = pano.view(view)
+            hidden = ~pano.table(view).shown.reshape(180, 360)
+            assert hidden.any() == (view != "drone")
+            assert np.all(out["semantic"][hidden] == TAG["unlabeled"])
+            assert np.all(out["rgb"][hidden] == 0) and np.all(out["depth"][hidden] == 0)
+            assert out["semantic"].dtype == np.uint8
+            assert (out["semantic"][~hidden] == TAG["sky"]).any()  # above the horizon
+    finally:
+        pano.close()
