@@ -89,23 +89,13 @@ def gae_batch(
     T, B = done.shape
     R = b.rewards.shape[1]
     K = R // B
+    S = seeds_of(module)
     x = b.inputs
-    values = _values(module, {k: v.reshape((T + 1) * R, *v.shape[2:]) for k, v in x.items()})
-    values = values.reshape(T + 1, R)
+    values = _values(module, x, S)  # [T + 1, R]
     following = values[1:].copy()  # the value after each step, within the episode
-    if b.final:  # where an episode ended: 0 if terminated, else its last obs's value
-        ts = sorted(b.final)
-        finals = {
-            k: np.concatenate([b.final[t][k].reshape(-1, *b.final[t][k].shape[2:]) for t in ts])
-            for k in x
-        }
-        v_final, at = _values(module, finals), 0
-        for t in ts:
-            ended = np.flatnonzero(done[t])
-            rows = (ended[:, None] * K + np.arange(K)).reshape(-1)
-            boot = v_final[at : at + len(rows)]
-            at += len(rows)
-            following[t, rows] = np.where(np.repeat(term[t, ended], K), 0.0, boot)
+    for t, ended, rows, boot in _final_values(module, b, done, K, S):
+        # where an episode ended: 0 if terminated, else its last observation's value
+        following[t, rows] = np.where(np.repeat(term[t, ended], K), 0.0, boot)
     delta = b.rewards + gamma * following - values[:T]
     carry = 1.0 - np.repeat(done, K, axis=1).astype(np.float32)  # no credit across episodes
     adv = np.empty((T, R), np.float32)
@@ -114,30 +104,64 @@ def gae_batch(
         last = delta[t] + gamma * lam * carry[t] * last
         adv[t] = last
     targets = adv + values[:T]
-    S = seeds_of(module)
-
-    def rows(a: np.ndarray) -> np.ndarray:
-        """``[T, R, ...]`` as flat rows, seed by seed (each seed's rows one block)."""
-        if S == 1:
-            return a.reshape(T * R, *a.shape[2:])
-        a = a.reshape(T, S, R // S, *a.shape[2:]).swapaxes(0, 1)
-        return np.ascontiguousarray(a).reshape(T * R, *a.shape[3:])
-
     return {
-        Columns.OBS: {k: rows(v[:T]) for k, v in x.items()},
-        Columns.ACTIONS: rows(b.actions),
-        Columns.ACTION_LOGP: rows(b.logp),
-        Columns.ACTION_DIST_INPUTS: rows(b.outputs),
-        Postprocessing.ADVANTAGES: rows(adv),
-        Postprocessing.VALUE_TARGETS: rows(targets.astype(np.float32)),
-        Columns.VF_PREDS: rows(values[:T].astype(np.float32)),
+        Columns.OBS: {k: seed_major(v[:T], S) for k, v in x.items()},
+        Columns.ACTIONS: seed_major(b.actions, S),
+        Columns.ACTION_LOGP: seed_major(b.logp, S),
+        Columns.ACTION_DIST_INPUTS: seed_major(b.outputs, S),
+        Postprocessing.ADVANTAGES: seed_major(adv, S),
+        Postprocessing.VALUE_TARGETS: seed_major(targets.astype(np.float32), S),
+        Columns.VF_PREDS: seed_major(values[:T].astype(np.float32), S),
     }
 
 
-def _values(module, rows: dict[str, np.ndarray]) -> np.ndarray:
+def seed_major(a: np.ndarray, seeds: int) -> np.ndarray:
+    """``[L, R, ...]`` (R rows a step, one block per seed) as flat rows, seed by seed: the
+    order a stacked module's layers take (time-major when ``seeds`` is 1)."""
+    L, R = a.shape[:2]
+    if seeds == 1:
+        return a.reshape(L * R, *a.shape[2:])
+    a = a.reshape(L, seeds, R // seeds, *a.shape[2:]).swapaxes(0, 1)
+    return np.ascontiguousarray(a).reshape(L * R, *a.shape[3:])
+
+
+def _final_values(module, b: ModuleRollout, done: np.ndarray, K: int, S: int):
+    """Per step t where episodes ended: (t, the ended envs, their rows, the values of their
+    final observations). One seed: a forward pass over just those rows. Stacked seeds need
+    whole steps (a block of rows per seed): the step after t with the final observations in
+    the ended rows."""
+    ts = sorted(b.final)
+    if not ts:
+        return []
+    ends = [np.flatnonzero(done[t]) for t in ts]
+    rows = [(e[:, None] * K + np.arange(K)).reshape(-1) for e in ends]
+    if S == 1:
+        finals = {
+            k: np.concatenate([b.final[t][k].reshape(-1, *b.final[t][k].shape[2:]) for t in ts])
+            for k in b.inputs
+        }
+        cuts = np.cumsum([len(r) for r in rows])[:-1]
+        boots = np.split(_values(module, {k: v[:, None] for k, v in finals.items()}, 1)[:, 0], cuts)
+    else:
+        steps = {k: v[[t + 1 for t in ts]].copy() for k, v in b.inputs.items()}  # [n, R, ...]
+        for i, t in enumerate(ts):
+            for k, v in steps.items():
+                v[i, rows[i]] = b.final[t][k].reshape(-1, *v.shape[2:])
+        whole = _values(module, steps, S)
+        boots = [whole[i, r] for i, r in enumerate(rows)]
+    return list(zip(ts, ends, rows, boots, strict=True))
+
+
+def _values(module, steps: dict[str, np.ndarray], seeds: int) -> np.ndarray:
+    """The module's values of ``steps`` (``[L, R, ...]`` inputs) as ``[L, R]``."""
+    L, R = next(iter(steps.values())).shape[:2]
     with torch.no_grad():
-        obs = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in rows.items()}
-        return module.compute_values({Columns.OBS: obs}).numpy()
+        obs = {
+            k: torch.from_numpy(np.ascontiguousarray(seed_major(v, seeds)))
+            for k, v in steps.items()
+        }
+        v = module.compute_values({Columns.OBS: obs}).numpy()
+    return v.reshape(seeds, L, R // seeds).swapaxes(0, 1).reshape(L, R)
 
 
 class ArrayPPO(PPO):

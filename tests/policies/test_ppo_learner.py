@@ -186,3 +186,58 @@ def test_gradients_are_clipped_per_seed_as_torch_clips_one_run():
         for leaf, p in zip(leaves, params, strict=True):
             torch.testing.assert_close(p.grad[k], leaf.grad)
     assert params[0].grad[0].abs().max() < 0.05  # seed 0 was under the norm: untouched
+
+
+def test_stacked_seeds_gae_is_each_seeds_own_with_uneven_episode_ends(ray_session):
+    """On SMAC episodes end at different steps in different envs: the values (of every step
+    and of the final observations) of a stacked module are each seed's own, so its batch,
+    block by block, is what a plain module with that seed's weights makes of that seed's
+    envs."""
+    import dataclasses
+
+    from policies.modules import seed_state_dict
+    from policies.ppo.array_path import gae_batch
+
+    info = algorithm.get("mappo")
+    settings = info.settings(**{**SMALL, "test_interval": 0})
+    settings.model.seeds = 2
+    stacked = info.build("smac/3m-v0", settings, seed=5).build_algo()
+    settings1 = info.settings(**{**SMALL, "test_interval": 0})
+    solo = info.build("smac/3m-v0", settings1, seed=5).build_algo()
+    try:
+        runner = stacked.env_runner
+        roll = runner.rollout(8 * 2 * 60)  # 60 steps of 16 envs: several episodes end
+        m = runner.modules["shared"]
+        b, done, term = roll.modules["shared"], roll.done, roll.terminated
+        assert len(b.final) > 1 and not all(done[t].all() for t in b.final)
+        ours = gae_batch(m.module, b, done, term, 0.99, 0.95)
+        T, B = done.shape
+        E, K = B // 2, b.rewards.shape[1] // B
+        plain = solo.env_runner.modules["shared"].module
+        state = {k: v.detach() for k, v in m.module.state_dict().items()}
+        for s in (0, 1):
+            plain.load_state_dict(seed_state_dict(state, s, 2))
+            envs_, rows = slice(s * E, (s + 1) * E), slice(s * E * K, (s + 1) * E * K)
+            final = {}
+            for t, f in b.final.items():
+                mine = [
+                    i for i, e in enumerate(np.flatnonzero(done[t])) if s * E <= e < (s + 1) * E
+                ]
+                if mine:
+                    final[t] = {k: v[mine] for k, v in f.items()}
+            part = dataclasses.replace(
+                b,
+                inputs={k: v[:, rows] for k, v in b.inputs.items()},
+                actions=b.actions[:, rows],
+                logp=b.logp[:, rows],
+                outputs=b.outputs[:, rows],
+                rewards=b.rewards[:, rows],
+                final=final,
+            )
+            theirs = gae_batch(plain, part, done[:, envs_], term[:, envs_], 0.99, 0.95)
+            n = T * E * K
+            for key in (Postprocessing.VALUE_TARGETS, Postprocessing.ADVANTAGES, Columns.VF_PREDS):
+                np.testing.assert_allclose(ours[key][s * n : (s + 1) * n], theirs[key], atol=1e-5)
+    finally:
+        stacked.stop()
+        solo.stop()
