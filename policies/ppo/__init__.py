@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 from ray.rllib.algorithms.ppo import PPO, PPOConfig
@@ -294,17 +294,12 @@ def configure_ppo(
 
 
 def loss_settings(settings: PPOSettings) -> LossSettings:
-    """The loss choices :class:`ArrayPPOLearner` reads."""
-    return LossSettings(
-        value_clip=settings.value_clip,
-        advantage_norm=settings.advantage_norm,
-        adam_eps=settings.adam_eps,
-        vf_clip_param=settings.vf_clip_param,
-        clip_param=settings.clip_param,
-        vf_loss_coeff=settings.vf_loss_coeff,
-        grad_clip=settings.grad_clip,
-        use_kl_loss=settings.kl_coeff > 0,
-    )
+    """The loss choices :class:`ArrayPPOLearner` reads: the same-named settings, and the KL
+    term on where its coefficient is."""
+    same = {
+        f.name: getattr(settings, f.name) for f in fields(LossSettings) if f.name != "use_kl_loss"
+    }
+    return LossSettings(**same, use_kl_loss=settings.kl_coeff > 0)
 
 
 def greedy_tests(env_id: str, settings: PPOSettings) -> dict[str, int]:

@@ -253,7 +253,7 @@ class ArrayPPOLearner(PPOTorchLearner):
                 return {k: convert(v) for k, v in x.items()}
             return torch.from_numpy(np.ascontiguousarray(x)).to(self._device)
 
-        return {k: convert(v) for k, v in rows.items() if k != "default_policy"}
+        return {k: convert(v) for k, v in rows.items()}
 
     def _log_rows(self, mid: str, n: int, num_epochs: int, parts: int) -> None:
         """Steps trained, as RLlib logs them per minibatch (``n`` rows, ``num_epochs`` passes)."""
