@@ -93,6 +93,23 @@ class BattleOptions:
             ``num_fov_actions``) it turns with ``num_fov_actions`` extra actions (6 onward,
             before the attacks). The cone is tested as SMACv2's ``is_position_in_cone`` does,
             with arctan of slopes, so it also covers the opposite direction.
+        enemy_ai: how the enemy's attack-moving units pick and keep targets (``ENEMY_AIS``;
+            docs/smac.md, "The enemy"). ``"smaclite"``: smaclite's attack-move
+            (uoe-agents/smaclite@0d6abbe), acquire within 5 + the target's radius or an agent
+            attacking it, healers first, keep a target while it is in weapon range or attacks
+            back. ``"arena-0.2"``: Arena 0.2's rule (acquire within sight 9, keep while in
+            weapon range or shooting back), kept so that earlier results can be reproduced.
+            The default is smaclite's: it is a documented model (every rule has an upstream
+            line), where arena-0.2 was chosen after seeing learning curves; the SMAC paper's
+            heuristic column, against which ``bench/smac_heuristic.py`` would calibrate,
+            could not be found (docs/smac.md). Idle enemies and the map scripts' explicit
+            attack orders (SMACv2, 2c_vs_64zg) follow the same rules under every model.
+        heuristic_ai: SMAC's ``heuristic_ai``: the actions passed to ``step`` are ignored (but
+            still fill ``last_action``, as SMAC's ``step`` does) and each agent follows SMAC's
+            script (``get_agent_action_heuristic``); ``info["heuristic_actions"]`` holds the
+            action numbers it took, which SMAC writes back into the caller's action list.
+        heuristic_rest: SMAC's ``heuristic_rest`` (needs ``heuristic_ai``): where the
+            script's attack or heal is not an available action, move a step toward the target.
     """
 
     reward_sparse: bool = False
@@ -112,6 +129,9 @@ class BattleOptions:
     prob_obs_enemy: float = 1.0
     conic_fov: bool = False
     num_fov_actions: int = 12
+    enemy_ai: str = "smaclite"
+    heuristic_ai: bool = False
+    heuristic_rest: bool = False
 
     @classmethod
     def of(cls, options: dict, v2: bool) -> BattleOptions:
@@ -131,10 +151,25 @@ class BattleOptions:
             raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
         if opt.reward_scale and opt.reward_scale_rate <= 0:
             raise ValueError(f"reward_scale_rate must be > 0, got {opt.reward_scale_rate}")
+        if opt.enemy_ai not in ENEMY_AIS:
+            raise ValueError(
+                f"enemy_ai must be one of {', '.join(map(repr, ENEMY_AIS))}, got {opt.enemy_ai!r}"
+            )
+        if opt.heuristic_rest and not opt.heuristic_ai:
+            raise ValueError("heuristic_rest=True needs heuristic_ai=True (SMAC ignores it alone)")
         return opt
 
 
 _V2_ONLY = ("reward_scale_per_episode", "prob_obs_enemy", "conic_fov", "num_fov_actions")
+# The enemy's target rules (BattleOptions.enemy_ai).
+ENEMY_AIS = ("smaclite", "arena-0.2")
+# smaclite's attack-move (uoe-agents/smaclite@0d6abbe): every unit's minimum_scan_range
+# (smaclite/env/units/unit_type.py:46), and the distance it gives an agent that attacks a unit
+# from outside its query radius (smaclite/env/smaclite.py:320).
+SCAN_RANGE = 5.0
+ATTACKER_KEY = np.float32(2e9)
+# A healer takes no new target below 5 energy (smaclite/env/units/unit.py:108).
+HEAL_MIN_ENERGY = 5.0
 
 
 def action_name(action: int, medivac: bool = False, n_fov: int = 0) -> str:
@@ -292,6 +327,18 @@ class BattleBatch(VectorEnv):
         self.collide = zz()  # r_i + r_j for pairs of ground units, 0 otherwise
         self.push_share = zz()  # how much of an overlap unit i gives way (0.5, 1 or 0)
         self.raw = zz()  # damage of one swing of i on j before armor (attacks x raw)
+        # smaclite's attack-move (enemy_ai="smaclite"): the scan radius 5 + r_j around each
+        # unit (-inf for non-candidates), the query radius 5 + the largest radius on the map
+        # (smaclite/env/smaclite.py:101-103, 307), who attacks whom and the agents' healers.
+        self.smaclite = opt.enemy_ai == "smaclite"
+        self.scan_r = zz()
+        radii = TABLE.radius[sorted(present)]
+        self.query_r = np.float32(SCAN_RANGE + radii.max())
+        self.order_target = np.full((B, Un), -1, np.int64)  # an attack order's target, or -1
+        self.attacked = zz(bool)  # [b, i, j]: j's attack order is on i, and i can hit j
+        self.healer = z(bool)  # the agents' medivacs (smaclite's priority-0 targets)
+        # SMAC's heuristic_ai: each agent's target (an enemy, a medivac's an ally), or -1.
+        self.h_target = np.full((B, A), -1, np.int64)
         self.max_reward = np.ones(B, f32)
         self._scaled = np.zeros(B, bool)  # whether battle b's reward scale is fixed
         # SMACv2's prob_obs_enemy: who spotted each enemy, and who was told about it.
@@ -329,6 +376,7 @@ class BattleBatch(VectorEnv):
         self.hp[rows], self.sh[rows] = self.hp_max[rows], self.sh_max[rows]
         self.ready_at[rows] = self.hit_at[rows] = self.clock
         self.locked[rows] = self._none[rows]
+        self.h_target[rows] = -1
         self.energy[rows] = np.where(self.is_medivac[rows], U_.MEDIVAC_ENERGY_START, 0.0)
         self.alive[rows] = True
         self.kind[rows] = self._start_kind
@@ -401,6 +449,8 @@ class BattleBatch(VectorEnv):
         self.candidates[rows] = cand
         radii = r[:, :, None] + r[:, None, :]
         self.reach_offset[rows] = np.where(cand, -radii, np.inf)
+        self.scan_r[rows] = np.where(cand, np.float32(SCAN_RANGE) + r[:, None, :], -np.inf)
+        self.healer[rows] = med & agent
         solid = ground[:, :, None] & ground[:, None, :] & not_self
         # A colossus walks over the smaller ground units (they pass under it); two collide.
         colossus = TABLE.is_colossus[ty]
@@ -518,6 +568,10 @@ class BattleBatch(VectorEnv):
         # or arrived. The enemy's units acquire targets as SC2 does.
         idle &= self.team == 1
         self.ordered = valid
+        self.order_target = np.where(valid & (kind == ATTACK), self.target, -1)
+        if self.smaclite:
+            units = np.arange(Un)[None, :, None]
+            self.attacked = (self.order_target[:, None, :] == units) & self.candidates
         self.acquire = np.where(ai, self.sight, np.where(idle, self.reach, -np.inf)).astype(
             np.float32
         )
@@ -553,6 +607,8 @@ class BattleBatch(VectorEnv):
         nearest = np.where(keep, kept, nearest)
         auto = nearest <= self.acquire
         ordered = self.ordered
+        if self.smaclite:  # attack-moving units follow smaclite's rules instead
+            closest, auto = self._smaclite_targets(dist, edge, closest, auto)
         self.locked = np.where(auto & ~ordered, closest, self._none)
         tgt = np.where(ordered, self.target, closest)
         has_t = ordered | auto
@@ -593,6 +649,75 @@ class BattleBatch(VectorEnv):
         if self.has_terrain:
             x, y = self._keep_on_ground(x, y)
         self.pos = x + 1j * y
+
+    def _smaclite_targets(self, dist, edge, closest, auto):
+        """smaclite's attack-move (uoe-agents/smaclite@0d6abbe) for the attack-moving units:
+        the target each unit takes this frame and whether it has one, ``[B, U]`` each;
+        ``closest`` and ``auto`` are those of the others (idle units, as in arena-0.2)."""
+        at, of = self._gather, self._of
+        lk = self.locked
+        amove = self.kind == AMOVE
+        has = (lk != self._none) & of(self.alive, lk)
+        # AttackMoveCommand.clean_up_target (unit_command.py:102-115): a dead target is lost,
+        # one whose attack order is on this unit is kept, else it is lost out of attack range
+        # (Unit.has_within_attack_range, unit.py:97-99: range + both radii, centre to centre).
+        lk_edge = at(edge, lk)
+        keep = has & (at(self.attacked, lk) | (lk_edge <= self.reach))
+        # The targets an attack-mover may take (smaclite.py:301-320; unit_command.py:141-152):
+        # agents within 5 + their radius, or attacking it; an attacker outside the query
+        # radius (5 + the map's largest radius) is listed at distance 2e9.
+        near = (dist < self.scan_r) | (self.attacked & (dist < self.query_r))
+        key = np.where(near, dist, np.where(self.attacked, ATTACKER_KEY, np.inf))
+        pick, found = self._healers_first(key)
+        kept = lk
+        if self.has_medivac:
+            # smaclite.py:338-360, unit_command.py:127-132: where the agents have a healer,
+            # a unit with a non-healer target re-picks among those near it, healers first
+            # (smaclite's CombatType.priority, combat_type.py:8-10; not SC2's rule).
+            healers_left = (self.alive & self.healer).any(1, keepdims=True)
+            switch = keep & healers_left & ~of(self.healer, lk)
+            p, p_found = self._healers_first(np.where(near, dist, np.inf))
+            kept = np.where(switch & p_found, p, lk)
+        target = np.where(keep, kept, pick)
+        has_t = keep | found
+        heals = amove & self.is_medivac
+        if heals.any():
+            # An attack-moving healer: lost when dead, out of range (clean_up_target) or at
+            # full health (Unit.heal, unit.py:108-111); a new one is the lowest-hp unit within
+            # 5 + its radius that is hurt or has a target (__pick_target_healing, lines
+            # 154-159), taken with 5 energy or more (unit.py:108).
+            hurt = self.hp < self.hp_max
+            m_keep = has & (lk_edge <= self.reach) & of(hurt, lk)
+            fighting = np.where(amove, has_t, auto | self.ordered)
+            pool = (dist < self.scan_r) & (hurt | fighting)[:, None, :]
+            pool &= (self.energy >= HEAL_MIN_ENERGY)[:, :, None]
+            hp = np.where(pool, self.hp[:, None, :], np.inf)
+            m = hp.argmin(-1)
+            m_found = np.isfinite(at(hp, m))
+            target = np.where(heals, np.where(m_keep, lk, m), target)
+            has_t = np.where(heals, m_keep | m_found, has_t)
+        return np.where(amove, target, closest), np.where(amove, has_t, auto)
+
+    def _healers_first(self, key):
+        """The argmin of ``key [B, U, U]`` over each row, an agent healer first where one has a
+        finite key (smaclite's ``min(key=(priority, d))``), and whether any key is finite."""
+        at = self._gather
+        pick = key.argmin(-1)
+        found = np.isfinite(at(key, pick))
+        if self.has_medivac:
+            h_key = np.where(self.healer[:, None, :], key, np.inf)
+            h = h_key.argmin(-1)
+            pick = np.where(np.isfinite(at(h_key, h)), h, pick)
+        return pick, found
+
+    def _gather(self, m, idx):
+        """``m[b, i, idx[b, i]]`` for ``m`` of shape ``[B, U, U]``."""
+        B, Un = idx.shape
+        return m.reshape(-1, Un)[self._flat, idx.ravel()].reshape(B, Un)
+
+    def _of(self, v, idx):
+        """``v[b, idx[b, i]]`` for ``v`` of shape ``[B, U]``."""
+        return v.ravel()[(self._base + idx).ravel()].reshape(idx.shape)
 
     def _route(self, pos, dest):
         """Where a walking ground unit heads to reach ``dest``: straight there when it sees
