@@ -54,10 +54,10 @@ def wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def play(map_name: str, enemy_ai: str, battles: int, seed: int) -> dict:
+def play(map_name: str, enemy_ai: str, battles: int, seed: int, engine: str = "numba") -> dict:
     """``battles`` battles of SMAC's heuristic against ``enemy_ai``: wins and returns."""
     core = BattleBatch(
-        battles, seed=seed, map_name=map_name, auto_reset=False, engine="numba",
+        battles, seed=seed, map_name=map_name, auto_reset=False, engine=engine,
         enemy_ai=enemy_ai, heuristic_ai=True,
     )  # fmt: skip
     core.reset()
