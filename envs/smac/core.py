@@ -109,8 +109,9 @@ class BattleOptions:
             explicit attack orders (SMACv2, 2c_vs_64zg) follow the same rules under both.
         heuristic_ai: SMAC's ``heuristic_ai``: the actions passed to ``step`` are ignored (but
             still fill ``last_action``, as SMAC's ``step`` does) and each agent follows SMAC's
-            script (``get_agent_action_heuristic``); ``info["heuristic_actions"]`` holds the
-            action numbers it took, which SMAC writes back into the caller's action list.
+            script (``get_agent_action_heuristic``). The action numbers it took, which SMAC
+            writes back into the caller's action list, are ``BattleBatch.heuristic_actions``
+            (``[B, A]``; ``info`` holds one value per battle, so they are not there).
         heuristic_rest: SMAC's ``heuristic_rest`` (needs ``heuristic_ai``): where the
             script's attack or heal is not an available action, move a step toward the target.
     """
@@ -342,6 +343,7 @@ class BattleBatch(VectorEnv):
         self.healer = z(bool)  # the agents' medivacs (smaclite's priority-0 targets)
         # SMAC's heuristic_ai: each agent's target (an enemy, a medivac's an ally), or -1.
         self.h_target = np.full((B, A), -1, np.int64)
+        self.heuristic_actions = np.zeros((B, A), np.int64)  # the actions it took last step
         self.max_reward = np.ones(B, f32)
         self._scaled = np.zeros(B, bool)  # whether battle b's reward scale is fixed
         # SMACv2's prob_obs_enemy: who spotted each enemy, and who was told about it.
@@ -1074,7 +1076,7 @@ class BattleBatch(VectorEnv):
                     f"actions must be in 0..{self.n_actions - 1} (heuristic_ai ignores them "
                     f"but, as SMAC, records them as the last action), got {actions[bad][0]}"
                 )
-            taken = self._heuristic()
+            self.heuristic_actions = taken = self._heuristic()
             self._apply_orders(taken)
             self.last_action[:] = actions  # SMAC's step one-hots the actions passed (l. 456)
         else:
@@ -1114,8 +1116,6 @@ class BattleBatch(VectorEnv):
             "dead_enemies": (~alive[:, A:]).sum(1),
             "episode_limit": at_limit,
         }
-        if self.opt.heuristic_ai:
-            self.info["heuristic_actions"] = taken
         final_obs, final_state = obs, state
         if self.auto_reset and done.any():
             final_obs, final_state = obs.copy(), state.copy()

@@ -175,34 +175,34 @@ def test_enemy_ai_and_heuristic_options_are_checked():
 def test_heuristic_ai_attacks_the_closest_enemy_until_it_dies_and_walks_into_range():
     core = battle("3m", heuristic_ai=True)
     place(core, {0: 8 + 16j, 1: 8 + 12j, 3: 20 + 16j, 4: 22 + 12.5j, 5: 30 + 20j})
-    step = core.step(np.array([[1, 1, 1]]))  # ignored
+    core.step(np.array([[1, 1, 1]]))  # ignored
     # Agent 0: enemy 3 (12.0 away; 4 is 14.4). Agent 1: enemy 3 (12.6; 4 is 14.0).
-    np.testing.assert_array_equal(step.info["heuristic_actions"], [[6, 6, 0]])
+    np.testing.assert_array_equal(core.heuristic_actions, [[6, 6, 0]])
     np.testing.assert_array_equal(core.h_target[0, :2], [0, 0])
     assert (core.kind[0, :2] == ATTACK).all() and (core.target[0, :2] == 3).all()
     assert core.pos[0, 0].real > 8.5  # out of shoot range, it walks to the target
     assert core.last_action[0, 0] == 1  # SMAC's last action is the action passed
     core.pos[0, 4] = core.pos[0, 0] + 1.0  # now much closer: the target is kept
-    step = core.step(np.zeros((1, 3), int))
-    assert step.info["heuristic_actions"][0, 0] == 6
+    core.step(np.zeros((1, 3), int))
+    assert core.heuristic_actions[0, 0] == 6
     dead = np.zeros((1, core.n_units), bool)
     dead[0, 3] = True
     core._bury(dead)
-    step = core.step(np.zeros((1, 3), int))  # its target dead: the closest again
-    assert step.info["heuristic_actions"][0, 0] == 7
+    core.step(np.zeros((1, 3), int))  # its target dead: the closest again
+    assert core.heuristic_actions[0, 0] == 7
 
 
 def test_heuristic_rest_moves_toward_a_target_out_of_shoot_range():
     core = battle("3m", heuristic_ai=True, heuristic_rest=True)
     place(core, {0: 8 + 16j, 1: 8 + 12j, 3: 20 + 17j, 4: 10 + 3j})
-    step = core.step(np.zeros((1, 3), int))
+    core.step(np.zeros((1, 3), int))
     # Agent 0 -> enemy 3: dx 12 > dy 1, east (4). Agent 1 -> enemy 4 (9.2 away): dy -9 > dx 2,
     # south (3).
-    np.testing.assert_array_equal(step.info["heuristic_actions"], [[4, 3, 0]])
+    np.testing.assert_array_equal(core.heuristic_actions, [[4, 3, 0]])
     core.pos[0, 3] = core.pos[0, 0] + 4.0  # in shoot range (6): the attack itself
     core._observe()  # the masks of the state the script sees
-    step = core.step(np.zeros((1, 3), int))
-    assert step.info["heuristic_actions"][0, 0] == 6
+    core.step(np.zeros((1, 3), int))
+    assert core.heuristic_actions[0, 0] == 6
 
 
 def test_heuristic_medivac_heals_the_closest_hurt_ally_and_marauders_skip_medivacs():
@@ -211,8 +211,8 @@ def test_heuristic_medivac_heals_the_closest_hurt_ally_and_marauders_skip_mediva
     place(core, {0: 10 + 16j, 2: 10 + 12j, 3: 12 + 20j, 9: 11 + 16j, 12: 25 + 16j, 19: 15 + 16j})
     core.hp[0, 2], core.hp[0, 3] = 30.0, 30.0  # 2 is 4.1 from the medivac, 3 is 4.1 too
     core.pos[0, 3] = 11 + 20.2j  # now 4.2: agent 2 is the closest hurt ally
-    step = core.step(np.zeros((1, core.n_allies), int))
-    acts = step.info["heuristic_actions"][0]
+    core.step(np.zeros((1, core.n_allies), int))
+    acts = core.heuristic_actions[0]
     assert acts[9] == 6 + 2  # heal ally 2
     assert acts[0] == 6 + 2  # the marauder skips the medivac (19, closer) for marine 12
     assert acts[2] == 6 + 9  # a marine takes the closest enemy, the medivac
