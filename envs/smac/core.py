@@ -723,7 +723,7 @@ class BattleBatch(VectorEnv):
         if self.has_medivac:
             # smaclite.py:338-360, unit_command.py:127-132: where the agents have a healer,
             # a unit with a non-healer target re-picks among those near it, healers first
-            # (smaclite's CombatType.priority, combat_type.py:8-10; not SC2's rule).
+            # (smaclite's CombatType.priority, combat_type.py:8-10: smaclite's own rule).
             healers_left = (self.alive & self.healer).any(1, keepdims=True)
             switch = keep & healers_left & ~of(self.healer, lk)
             p, p_found = self._healers_first(np.where(near, dist, np.inf))
