@@ -25,6 +25,9 @@ except ImportError:  # the NumPy frame runs instead
 NONE, IDLE, MOVE, ATTACK, HEAL, AMOVE = range(6)
 EPS = np.float32(1e-5)
 INF = np.float32(np.inf)
+# smaclite's attack-move (envs.smac.core: SCAN_RANGE, ATTACKER_KEY, HEAL_MIN_ENERGY).
+ATTACKER_KEY = np.float32(2e9)
+HEAL_MIN_ENERGY = np.float32(5.0)
 # The unit table's constants, as float32 like the core's arrays.
 HEAL_PER_FRAME = np.float32(U_.TABLE.damage[U_.MEDIVAC] * np.float32(1.0 / U_.FRAMES_PER_SECOND))
 ENERGY_PER_FRAME = np.float32(U_.ENERGY_REGEN_PER_S * (1.0 / U_.FRAMES_PER_SECOND))
@@ -50,7 +53,7 @@ def frames(core, n: int) -> None:
         c.n_attacks, c.period, c.can_fire, c.is_medivac, c.ground, c.hp_max, c.sh_max,
         c.armor, c.reach, c.sight, c.radius, c.mover, c.zerg, c.types, c._far, c._walk,
         routes, c._centres, c._routes is not None, c.has_terrain, c.has_medivac,
-        c.has_shields, c.has_zerg, c.has_splash,
+        c.has_shields, c.has_zerg, c.has_splash, c.smaclite, c.scan_r, c.query_r, c.healer,
     )  # fmt: skip
     c.clock += n
 
@@ -60,7 +63,7 @@ def _frames_py(
     fired_at, death_pos, stride, lo_x, hi_x, lo_y, hi_y, team, cand, reach_offset, collide,
     push_share, raw, n_attacks, period, can_fire, is_medivac, ground, hp_max, sh_max, armor,
     reach, sight, radius, mover, zerg, types, far, walk, routes, centres, routed, terrain,
-    medivacs, shields, zergs, splash,
+    medivacs, shields, zergs, splash, smaclite, scan_r, query_r, healer,
 ):  # fmt: skip
     B, Un = pos.shape
     dz = np.empty((Un, Un), np.complex64)
@@ -73,6 +76,7 @@ def _frames_py(
     amount = np.empty(Un, np.float32)
     moved = np.empty(Un, np.complex64)  # this frame's new positions
     fire = np.empty(Un, np.bool_)
+    order_t = np.empty(Un, np.int64)  # the target of a unit's live attack order, or -1
     for b in range(B):
         for f in range(n):
             clock = clock0 + f
@@ -81,8 +85,19 @@ def _frames_py(
                     d = pos[b, j] - pos[b, i]
                     dz[i, j] = d
                     dist[i, j] = np.float32(abs(d))
-            # 1. targets
-            for i in range(Un):
+            # 1. targets (under smaclite's rules, healers after the others: they look at who
+            # has a target)
+            healers_left = False
+            for j in range(Un):
+                k = kind[b, j]
+                t0 = target[b, j]
+                live = k == ATTACK and cand[b, j, t0] and alive[b, t0]
+                order_t[j] = t0 if live else -1
+                healers_left |= healer[b, j] and alive[b, j]
+            for n_i in range(2 * Un if smaclite else Un):
+                i = n_i % Un
+                if smaclite and is_medivac[b, i] != (n_i >= Un):
+                    continue
                 k = kind[b, i]
                 t0 = target[b, i]
                 ordered = (k == ATTACK or k == HEAL) and cand[b, i, t0] and alive[b, t0]
@@ -102,6 +117,17 @@ def _frames_py(
                 if kept <= acquire and (kept <= reach[b, i] or fired_at[b, lk] == i):
                     best, nearest = lk, kept
                 auto = nearest <= acquire
+                if smaclite and k == AMOVE:
+                    if is_medivac[b, i]:
+                        best, auto = _smaclite_heal(
+                            b, i, dist, reach_offset, reach, scan_r, hp, hp_max, alive, energy,
+                            locked, has_t,
+                        )  # fmt: skip
+                    else:
+                        best, auto = _smaclite_attack(
+                            b, i, dist, reach_offset, reach, scan_r, query_r, alive, cand,
+                            order_t, healer, locked, medivacs, healers_left,
+                        )  # fmt: skip
                 locked[b, i] = best if (auto and not ordered) else i
                 t = t0 if ordered else best
                 tgt[i] = t
@@ -211,6 +237,59 @@ def _frames_py(
                 pos[b, i] = moved[i]
 
 
+def _smaclite_attack_py(b, i, dist, reach_offset, reach, scan_r, query_r, alive, cand, order_t,
+                        healer, locked, medivacs, healers_left):  # fmt: skip
+    """smaclite's attack-move for a unit that attacks, as ``BattleBatch._smaclite_targets``:
+    (its target, whether it has one)."""
+    lk = locked[b, i]
+    attacks_me = order_t[lk] == i and cand[b, i, lk]
+    in_range = dist[i, lk] + reach_offset[b, i, lk] <= reach[b, i]
+    if lk != i and alive[b, lk] and (attacks_me or in_range):  # kept
+        if medivacs and healers_left and not healer[b, lk]:  # the healers-first re-pick
+            p = _smaclite_pick(b, i, dist, scan_r, query_r, cand, order_t, healer, medivacs, False)
+            if p >= 0:
+                return p, True
+        return lk, True
+    p = _smaclite_pick(b, i, dist, scan_r, query_r, cand, order_t, healer, medivacs, True)
+    return max(p, 0), p >= 0
+
+
+def _smaclite_pick_py(b, i, dist, scan_r, query_r, cand, order_t, healer, medivacs, far):
+    """smaclite's ``min(key=(priority, d))`` over the units near ``i`` or attacking it (at
+    distance 2e9 beyond the query radius when ``far``): an agent healer first; -1 if none."""
+    best, best_key, best_h, key_h = -1, INF, -1, INF
+    for j in range(dist.shape[0]):
+        attacker = order_t[j] == i and cand[b, i, j]
+        d = dist[i, j]
+        if d < scan_r[b, i, j] or (attacker and d < query_r):
+            key = d
+        elif attacker and far:
+            key = ATTACKER_KEY
+        else:
+            continue
+        if key < best_key:
+            best, best_key = j, key
+        if medivacs and healer[b, j] and key < key_h:
+            best_h, key_h = j, key
+    return best_h if best_h >= 0 else best
+
+
+def _smaclite_heal_py(b, i, dist, reach_offset, reach, scan_r, hp, hp_max, alive, energy, locked,
+                      has_t):  # fmt: skip
+    """smaclite's attack-move for a healer, as ``BattleBatch._smaclite_targets``."""
+    lk = locked[b, i]
+    in_range = dist[i, lk] + reach_offset[b, i, lk] <= reach[b, i]
+    if lk != i and alive[b, lk] and in_range and hp[b, lk] < hp_max[b, lk]:
+        return lk, True
+    best, low = 0, INF
+    if energy[b, i] >= HEAL_MIN_ENERGY:
+        for j in range(dist.shape[0]):
+            hurt_or_fighting = hp[b, j] < hp_max[b, j] or has_t[j]
+            if dist[i, j] < scan_r[b, i, j] and hurt_or_fighting and hp[b, j] < low:
+                best, low = j, hp[b, j]
+    return best, low < INF
+
+
 def _splash_py(b, i, t, types, dz, dist, radius, team, alive, ground, raw, n_attacks, total, hits):
     """Extra hits of a colossus's line or a baneling's explosion, as ``BattleBatch._splash``."""
     kind = types[b, i]
@@ -264,6 +343,9 @@ if numba is not None:
     _cell = _jit(_cell_py)
     _apply_damage = _jit(_apply_damage_py)
     _splash = _jit(_splash_py)
+    _smaclite_pick = _jit(_smaclite_pick_py)
+    _smaclite_attack = _jit(_smaclite_attack_py)
+    _smaclite_heal = _jit(_smaclite_heal_py)
     _frames = _jit(_frames_py)
     AVAILABLE = True
 else:

@@ -1,7 +1,7 @@
 """The compiled frames (``envs.smac.fused``, numba) play the same game as the NumPy frames of
 ``BattleBatch``: from the same state, a step of each gives the same units, the same hits and
 deaths and the same positions (up to float32 rounding, which differs in the order sums are
-taken)."""
+taken), under every enemy model (``enemy_ai``)."""
 
 import copy
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from envs.smac import fused
-from envs.smac.core import BattleBatch
+from envs.smac.core import ENEMY_AIS, BattleBatch
 
 pytestmark = pytest.mark.skipif(not fused.AVAILABLE, reason="numba is not installed")
 
@@ -30,9 +30,10 @@ def close(a, b, atol, name):
     assert ((big < 0.05) | np.isclose(big, 1.0)).all(), f"{name}: differences {big}"
 
 
+@pytest.mark.parametrize("enemy_ai", ENEMY_AIS)
 @pytest.mark.parametrize("map_name", MAPS)
-def test_a_compiled_step_equals_a_numpy_step_from_the_same_state(map_name):
-    numpy_core = BattleBatch(16, seed=2, map_name=map_name, engine="numpy")
+def test_a_compiled_step_equals_a_numpy_step_from_the_same_state(map_name, enemy_ai):
+    numpy_core = BattleBatch(16, seed=2, map_name=map_name, engine="numpy", enemy_ai=enemy_ai)
     step = numpy_core.reset()
     rng = np.random.default_rng(0)
     checked = 0
