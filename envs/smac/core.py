@@ -1029,8 +1029,7 @@ class BattleBatch(VectorEnv):
         alive = self.alive
         me_alive = alive[:, :A]
         reach = np.ones((1, 1, self.n_units), bool) if in_shot is None else in_shot
-        out = alive[:, None, A:] & reach[:, :, A:]
-        out &= (me_alive & ~self.is_medivac[:, :A])[..., None]
+        out = alive[:, None, A:] & reach[:, :, A:] & (me_alive & ~self.is_medivac[:, :A])[..., None]
         if self.has_medivac:
             k = min(A, E)
             heal = self.candidates[:, :A, :k] & alive[:, None, :k] & reach[:, :, :k]
