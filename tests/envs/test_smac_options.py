@@ -700,8 +700,9 @@ def placed_v2(engine="numpy", **options):
     return core
 
 
-def test_action_mask_false_makes_every_live_target_available_out_of_range_gives_no_order():
-    core = placed_v2(action_mask=False)
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_action_mask_false_makes_every_live_target_available_out_of_range_gives_no_order(engine):
+    core = placed_v2(engine=engine, action_mask=False)
     A, E = core.n_allies, core.n_enemies
     _, _, mask = core._observe()
     first = core.n_no_attack
