@@ -9,6 +9,9 @@ Not part of the test suite (it needs the two checkouts, and ``mpyq`` for the map
   sc2_gen_{race}.yaml`` with the README's ``n_units`` / ``n_enemies``), then
   ``get_obs_size()``, ``get_state_size()``, ``n_actions``. Constructing the env does not start
   StarCraft II, so the game's client libraries (pysc2, s2clientprotocol, absl) are stubbed.
+- the same sizes with SMAC's ``obs_pathing_grid`` / ``obs_terrain_height`` /
+  ``obs_instead_of_state`` and SMACv2's ``attack`` / ``health`` capabilities
+  (``option_sizes``; test_smac_options.py's ``UPSTREAM_OPTION_SIZES``).
 - map size: the ``MapInfo`` header inside each ``smac/env/starcraft2/maps/SMAC_Maps/*.SC2Map``
   (an MPQ archive): width, height and camera bounds.
 """
@@ -77,6 +80,46 @@ def sizes(smac: str, smacv2: str) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+# SMAC options whose sizes test_smac_options.py checks, and SMACv2's capability entries
+# (per_agent_uniform bounds; SMACv2's configs give none, any bounds give the same sizes).
+V1_OPTIONS = (
+    {"obs_pathing_grid": True},
+    {"obs_terrain_height": True},
+    {"obs_pathing_grid": True, "obs_terrain_height": True, "obs_instead_of_state": True},
+)
+CAPABILITIES = {
+    "attack": {"dist_type": "per_agent_uniform", "lower_bound": [0.5], "upper_bound": [1.0]},
+    "health": {"dist_type": "per_agent_uniform", "lower_bound": [0.0], "upper_bound": [0.5]},
+}
+
+
+def option_sizes(smac: str, smacv2: str) -> list[tuple[str, dict, tuple[int, int]]]:
+    """(map, SMAC options or SMACv2 capability_config additions, (obs size, state size))."""
+    stub_game_libraries()
+    sys.path[:0] = [smac, smacv2]
+    from smac.env.starcraft2.starcraft2 import StarCraft2Env
+    from smacv2.env.starcraft2.wrapper import StarCraftCapabilityEnvWrapper
+
+    out = []
+    for name in ("3m", "MMM2", "corridor"):
+        for options in V1_OPTIONS:
+            env = StarCraft2Env(map_name=name, **options)
+            out.append((name, options, (env.get_obs_size(), env.get_state_size())))
+    for race in ("protoss", "terran"):
+        path = os.path.join(smacv2, "smacv2/examples/configs", f"sc2_gen_{race}.yaml")
+        with open(path) as f:
+            config = yaml.safe_load(f)["env_args"]
+        for keys in (("attack",), ("health",), ("attack", "health")):
+            for observe in (True, False):
+                args = yaml.safe_load(yaml.safe_dump(config))
+                caps = {k: dict(CAPABILITIES[k], observe=observe) for k in keys}
+                args["capability_config"].update(caps)
+                env = StarCraftCapabilityEnvWrapper(**args)
+                sizes_ = (env.get_obs_size(), env.get_state_size())
+                out.append((f"{race}_5_vs_5", {"observe": observe, "keys": keys}, sizes_))
+    return out
+
+
 def _string(data: bytes, i: int) -> tuple[str, int]:
     end = data.index(b"\0", i)
     return data[i:end].decode(), end + 1
@@ -110,6 +153,8 @@ def main(argv: list[str]) -> int:
     smac, smacv2 = argv
     for name, (obs, state, n_actions) in sizes(smac, smacv2).items():
         print(f'    "{name}": ({obs}, {state}, {n_actions}),')
+    for name, options, (obs, state) in option_sizes(smac, smacv2):
+        print(f"    ({name!r}, {options!r}, ({obs}, {state})),")
     maps = os.path.join(smac, "smac/env/starcraft2/maps/SMAC_Maps/*.SC2Map")
     for path in sorted(glob.glob(maps)):
         print(os.path.basename(path), *map_info(path))

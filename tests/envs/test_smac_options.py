@@ -739,6 +739,59 @@ def test_action_mask_false_makes_every_live_target_available_out_of_range_gives_
 # -- 13. SMACv2's stochastic attack and health ------------------------------------------------
 
 
+# Upstream's own get_obs_size() / get_state_size() with these options, printed by
+# tests/envs/smac_upstream.py (``option_sizes``; SMACv2: sc2_gen_{race}.yaml plus its
+# ``attack`` / ``health`` capability entries with that ``observe``).
+UPSTREAM_OPTION_SIZES = [
+    ("3m", {"obs_pathing_grid": True}, (38, 48)),
+    ("3m", {"obs_terrain_height": True}, (39, 48)),
+    (
+        "3m",
+        {"obs_pathing_grid": True, "obs_terrain_height": True, "obs_instead_of_state": True},
+        (47, 141),
+    ),
+    ("MMM2", {"obs_pathing_grid": True}, (184, 322)),
+    ("MMM2", {"obs_terrain_height": True}, (185, 322)),
+    (
+        "MMM2",
+        {"obs_pathing_grid": True, "obs_terrain_height": True, "obs_instead_of_state": True},
+        (193, 1930),
+    ),
+    ("corridor", {"obs_pathing_grid": True}, (164, 282)),
+    ("corridor", {"obs_terrain_height": True}, (165, 282)),
+    (
+        "corridor",
+        {"obs_pathing_grid": True, "obs_terrain_height": True, "obs_instead_of_state": True},
+        (173, 1038),
+    ),
+    ("protoss_5_vs_5", {"observe": True, "keys": ("attack",)}, (97, 135)),
+    ("protoss_5_vs_5", {"observe": False, "keys": ("attack",)}, (97, 135)),
+    ("protoss_5_vs_5", {"observe": True, "keys": ("health",)}, (97, 135)),
+    ("protoss_5_vs_5", {"observe": False, "keys": ("health",)}, (97, 135)),
+    ("protoss_5_vs_5", {"observe": True, "keys": ("attack", "health")}, (102, 140)),
+    ("protoss_5_vs_5", {"observe": False, "keys": ("attack", "health")}, (102, 140)),
+    ("terran_5_vs_5", {"observe": True, "keys": ("attack",)}, (87, 125)),
+    ("terran_5_vs_5", {"observe": False, "keys": ("attack",)}, (87, 125)),
+    ("terran_5_vs_5", {"observe": True, "keys": ("health",)}, (87, 125)),
+    ("terran_5_vs_5", {"observe": False, "keys": ("health",)}, (87, 125)),
+    ("terran_5_vs_5", {"observe": True, "keys": ("attack", "health")}, (92, 130)),
+    ("terran_5_vs_5", {"observe": False, "keys": ("attack", "health")}, (92, 130)),
+]
+
+
+@pytest.mark.parametrize("name, options, want", UPSTREAM_OPTION_SIZES)
+def test_option_sizes_equal_upstreams_own(name, options, want):
+    if "keys" in options:
+        observe, keys = options["observe"], options["keys"]
+        options = {}
+        if "attack" in keys:
+            options.update(stochastic_attack=(0.5, 1.0), observe_attack_probs=observe)
+        if "health" in keys:
+            options.update(stochastic_health=(0.0, 0.5), observe_teammate_health=observe)
+    core = BattleBatch(1, seed=0, map_name=name, **options)
+    assert (core.observation_space.shape[0], core.state_space.shape[0]) == want
+
+
 def test_capability_sizes_follow_smacv2():
     """get_obs_ally_feats_size / get_obs_own_feats_size / get_ally_num_attributes: one entry
     per capability (observed or zero-padded), for teammates, oneself and the state."""
