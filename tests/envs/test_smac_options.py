@@ -7,6 +7,8 @@ SMACv2's ``smacv2/env/starcraft2/starcraft2.py`` (github.com/oxwhirl/smacv2). Th
 numbers below are computed here from those definitions, not taken from this repository."""
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import envs
 from envs.registry import EnvError
 from envs.smac import units as U
 from envs.smac.core import AMOVE, ATTACK, BattleBatch, BattleOptions
+from tests.envs.smac_upstream import OBS_CASES, arena_case
 from tests.envs.test_smac import SMAC_REGISTRY, SMAC_SIZES, SMACV2_COUNTS, scripted
 
 # SC2's (health_max, shield_max) of the units SMACv2's protoss and terran scenarios draw.
@@ -946,3 +949,20 @@ def test_upstream_obs_bug_an_agent_before_the_spotter_in_the_shuffle_is_not_told
         assert cut[2] == (max(untold) if untold else -1)
     assert spotters == {0, 1}
     assert abs(told_2 / n - 2 / 3) < 0.07, told_2 / n
+
+
+# -- 15. against SMACv2's own get_obs / get_state ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(OBS_CASES))
+def test_observation_and_state_equal_smacv2s_own_on_the_same_units(name):
+    """tests/envs/smac_upstream.py ran SMACv2's get_obs and get_state on copies of these
+    battles' units (agents' turns in index order) and wrote smacv2_obs.json."""
+    with open(Path(__file__).with_name("smacv2_obs.json")) as f:
+        cases = json.load(f)
+    want = cases[name]
+    _, obs, state = arena_case(name)
+    np.testing.assert_allclose(obs, np.array(want["obs"]), atol=2e-7)
+    np.testing.assert_allclose(state, np.array(want["state"]), atol=2e-7)
+    if name == "upstream_obs_bug":  # the same battle: SMACv2's bug hides what the default shows
+        assert np.abs(np.array(want["obs"]) - np.array(cases["default"]["obs"])).max() > 0
