@@ -966,3 +966,34 @@ def test_observation_and_state_equal_smacv2s_own_on_the_same_units(name):
     np.testing.assert_allclose(state, np.array(want["state"]), atol=2e-7)
     if name == "upstream_obs_bug":  # the same battle: SMACv2's bug hides what the default shows
         assert np.abs(np.array(want["obs"]) - np.array(cases["default"]["obs"])).max() > 0
+
+
+def test_upstream_obs_bug_tags_once_per_step_when_other_battles_reset():
+    """An auto-reset observes the batch again; battles that did not end keep the tagging of
+    their step (SMACv2 runs get_obs once per step), so their observation is the same."""
+    core = BattleBatch(16, seed=2, map_name="zerg_5_vs_5", upstream_obs_bug=True)
+    step = core.reset()
+    rng = np.random.default_rng(1)
+    resets = 0
+    for _ in range(120):
+        step = core.step(random_legal(step, rng))
+        done = step.terminated | step.truncated
+        resets += done.sum()
+        np.testing.assert_array_equal(step.final_obs["agent"][~done], step.obs["agent"][~done])
+    assert resets > 0
+
+
+def test_v2_only_and_range_checks_of_the_new_options():
+    for name, value in [
+        ("action_mask", False),
+        ("stochastic_attack", (0.5, 1.0)),
+        ("stochastic_health", (0.0, 0.5)),
+        ("kill_unit_step_mul", 3),
+        ("observe_attack_probs", False),
+    ]:
+        with pytest.raises(ValueError, match=f"{name} is a SMACv2 option"):
+            BattleBatch(1, map_name="3m", **{name: value})
+    with pytest.raises(ValueError, match=r"kill_unit_step_mul must be in 0\.\.8"):
+        BattleBatch(1, map_name="protoss_5_vs_5", stochastic_health=(0, 0.5), kill_unit_step_mul=9)
+    with pytest.raises(ValueError, match="stochastic_attack"):
+        BattleBatch(1, map_name="protoss_5_vs_5", stochastic_attack=(0.5, 1.5))
