@@ -25,7 +25,8 @@ def shown_rows(name: str, bug: bool, battles: int, steps: int) -> int:
     A, E, nf = core.n_allies, core.n_enemies, core.nf_enemy
     shown = 0
     for _ in range(steps):
-        block = step.obs["agent"][:, :, 4 : 4 + E * nf].reshape(battles, A, E, nf)
+        start = core.nf_move
+        block = step.obs["agent"][:, :, start : start + E * nf].reshape(battles, A, E, nf)
         shown += int((block != 0).any(-1).sum())
         mask = step.action_mask["agent"]
         step = core.step((rng.random(mask.shape) * mask).argmax(-1))

@@ -197,7 +197,7 @@ class BattleOptions:
             raise ValueError(f"num_fov_actions must be in 1..360, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
             raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
-        if opt.stochastic_health and not opt.reward_only_positive:
+        if opt.stochastic_health is not None and not opt.reward_only_positive:
             raise ValueError(
                 "stochastic_health needs reward_only_positive=True (SMACv2: different health "
                 "levels are only compatible with positive rewards)"
