@@ -65,6 +65,9 @@ MOVES = np.array([1j, -1j, 1, -1], np.complex64)
 EPS = 1e-5
 _CONE_EPS = 1e-7  # SMACv2's EPS in is_position_in_cone
 FAR = -1e5  # where the dead are parked (each at its own spot, 10 apart)
+# SMAC's get_surrounding_points: (dx, dy) in move amounts, then the agent's own cell (heights).
+_AROUND = np.array([(0, 2), (0, -2), (2, 0), (-2, 0), (1, 1), (-1, -1), (1, -1), (-1, 1), (0, 0)])
+N_OBS_PATHING, N_OBS_HEIGHT = 8, 9
 _clip = np._core.umath.clip  # the ufunc itself, without np.clip's Python wrapper
 
 
@@ -114,6 +117,46 @@ class BattleOptions:
             (``[B, A]``; ``info`` holds one value per battle, so they are not there).
         heuristic_rest: SMAC's ``heuristic_rest`` (needs ``heuristic_ai``): where the
             script's attack or heal is not an available action, move a step toward the target.
+        obs_pathing_grid: SMAC's ``get_surrounding_pathing``: 8 entries after the 4 move
+            features, the pathing grid (1 pathable) at the cells (x, y +- 4), (x +- 4, y),
+            (x + 2, y + 2), (x - 2, y - 2), (x + 2, y - 2), (x - 2, y + 2) of the agent's cell,
+            1 off the map. The grid is the map archive's (``envs.smac.terrain``), not a live
+            game's, and leaves out the unreachable low ground of 6h_vs_8z and 2s_vs_1sc.
+        obs_terrain_height: SMAC's ``get_surrounding_height``: 9 entries after those, the
+            same 8 cells and the agent's own, 1 off the map. SMAC's values are the game's
+            height map / 255; Arena's are the map archive's cliff level / 255 (0, 64/255 per
+            level, ramps between): the same cells are higher or lower, but the absolute values
+            are not SMAC's (``envs.smac.terrain.height``).
+        obs_instead_of_state: the state is every agent's observation, concatenated (SMAC's
+            ``get_state``; ``state_last_action`` and ``state_timestep_number`` then do nothing).
+        continuing_episode: None (Arena's default): the episode limit truncates the episode and
+            ``info["episode_limit"]`` marks it. True or False: SMAC's ``step``, which ends an
+            episode at its limit with ``terminated`` either way and sets
+            ``info["episode_limit"]`` only with True (so a learner may bootstrap; False hides
+            the time-out, SMAC's default).
+        action_mask: SMACv2 only; False (SMACv2's EPO configs) makes attacking (a medivac:
+            healing) every live target available, in range or not; out of range (or outside
+            the cone) the action gives no order, so the unit carries on with its last one. The
+            observation's "available" entry of an enemy stays the in-range test.
+        stochastic_attack: SMACv2 only, its ``capability_config["attack"]`` with
+            ``per_agent_uniform`` bounds ``(low, high)``: each agent draws an attack
+            probability per episode; an attack or heal action then gives its order only with
+            that probability (else no order). Observed as an own feature and a state feature
+            after the shield, and by teammates when ``observe_attack_probs`` (else a zero).
+        stochastic_health: SMACv2 only, ``capability_config["health"]`` with bounds
+            ``(low, high)``, high < 1: each agent draws a health level per episode and is
+            killed when its health / max falls below it, checked ``kill_unit_step_mul`` game
+            loops before the end of each step. Health then reads
+            ``(health / max - level) / (1 - level)`` (own, state, and teammates' when
+            ``observe_teammate_health``, else zero), and the level is a feature after the
+            attack probability. Needs ``reward_only_positive`` (as SMACv2 asserts).
+        upstream_obs_bug: SMACv2 only; reproduce SMACv2's enemy tagging exactly as its
+            ``get_obs_agent`` runs it (oxwhirl/smacv2@577ab5a:
+            smacv2/env/starcraft2/starcraft2.py:1538-1584): agents are processed in a random
+            order, the first to see an untagged enemy (alive, or dead at its last position)
+            tags it, and an agent that at its turn is not told about enemy e gets its whole
+            enemy block zeroed up to e (the ``enemy_feats = np.zeros(...)`` inside the loop).
+            Arena's default gives the intended observation (only the untold enemy hidden).
     """
 
     reward_sparse: bool = False
@@ -136,6 +179,17 @@ class BattleOptions:
     enemy_ai: str = "arena-0.2"
     heuristic_ai: bool = False
     heuristic_rest: bool = False
+    obs_pathing_grid: bool = False
+    obs_terrain_height: bool = False
+    obs_instead_of_state: bool = False
+    continuing_episode: bool | None = None
+    action_mask: bool = True
+    stochastic_attack: tuple[float, float] | None = None
+    observe_attack_probs: bool = True
+    stochastic_health: tuple[float, float] | None = None
+    observe_teammate_health: bool = True
+    kill_unit_step_mul: int = 2
+    upstream_obs_bug: bool = False
 
     @classmethod
     def of(cls, options: dict, v2: bool) -> BattleOptions:
@@ -146,6 +200,20 @@ class BattleOptions:
         if unknown:
             raise ValueError(f"unknown SMAC option(s) {unknown}; allowed: {', '.join(names)}")
         opt = cls(**options)
+        bounds = {}
+        for name, top in (("stochastic_attack", 1.0), ("stochastic_health", 1.0 - 1e-6)):
+            value = getattr(opt, name)
+            if value is None:
+                continue
+            ok = isinstance(value, (list, tuple)) and len(value) == 2
+            if not ok or not 0.0 <= value[0] <= value[1] <= top:
+                limit = "1" if top == 1.0 else "below 1"
+                raise ValueError(
+                    f"{name} must be None or (low, high) with 0 <= low <= high <= {limit}, "
+                    f"got {value!r}"
+                )
+            bounds[name] = (float(value[0]), float(value[1]))
+        opt = dataclasses.replace(opt, **bounds)
         for name in _V2_ONLY:
             if not v2 and getattr(opt, name) != getattr(cls, name):
                 raise ValueError(f"{name} is a SMACv2 option; this is a SMAC v1 map")
@@ -153,6 +221,19 @@ class BattleOptions:
             raise ValueError(f"num_fov_actions must be in 1..360, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
             raise ValueError(f"prob_obs_enemy must be in [0, 1], got {opt.prob_obs_enemy}")
+        if opt.stochastic_health is not None and not opt.reward_only_positive:
+            raise ValueError(
+                "stochastic_health needs reward_only_positive=True (SMACv2: different health "
+                "levels are only compatible with positive rewards)"
+            )
+        if not 0 <= opt.kill_unit_step_mul <= U_.STEP_MUL:
+            raise ValueError(
+                f"kill_unit_step_mul must be in 0..{U_.STEP_MUL}, got {opt.kill_unit_step_mul}"
+            )
+        if opt.continuing_episode is not None and not isinstance(opt.continuing_episode, bool):
+            raise ValueError(
+                f"continuing_episode must be None, True or False, got {opt.continuing_episode!r}"
+            )
         if opt.reward_scale and opt.reward_scale_rate <= 0:
             raise ValueError(f"reward_scale_rate must be > 0, got {opt.reward_scale_rate}")
         if opt.enemy_ai not in ENEMY_AIS:
@@ -164,7 +245,19 @@ class BattleOptions:
         return opt
 
 
-_V2_ONLY = ("reward_scale_per_episode", "prob_obs_enemy", "conic_fov", "num_fov_actions")
+_V2_ONLY = (
+    "reward_scale_per_episode",
+    "prob_obs_enemy",
+    "conic_fov",
+    "num_fov_actions",
+    "action_mask",
+    "stochastic_attack",
+    "observe_attack_probs",
+    "stochastic_health",
+    "observe_teammate_health",
+    "kill_unit_step_mul",
+    "upstream_obs_bug",
+)
 # The enemy's target rules (BattleOptions.enemy_ai).
 ENEMY_AIS = ("smaclite", "arena-0.2")
 # smaclite's attack-move (uoe-agents/smaclite@0d6abbe): every unit's minimum_scan_range
@@ -241,18 +334,25 @@ class BattleBatch(VectorEnv):
         self.has_baneling = U_.BANELING in present
         self.has_zerg = any(U_.UNIT_TYPES[t].race == "Z" for t in present)
         self.has_regen = self.has_shields or self.has_zerg
-        # SMAC's feature sizes.
+        # SMAC's feature sizes; SMACv2's capabilities (attack probability, health level) are
+        # one entry each for the agent itself, its teammates and the state.
+        self.n_caps = (opt.stochastic_attack is not None) + (opt.stochastic_health is not None)
+        self.nf_move = 4 + N_OBS_PATHING * opt.obs_pathing_grid
+        self.nf_move += N_OBS_HEIGHT * opt.obs_terrain_height
         self.nf_enemy = 4 + 1 + self.shield_enemy + self.type_bits
-        self.nf_ally = 4 + 1 + self.shield_ally + self.type_bits
+        self.nf_ally = 4 + 1 + self.shield_ally + self.n_caps + self.type_bits
         self.nf_ally += self.n_actions * opt.obs_last_action
-        self.nf_own = 1 + self.shield_ally + self.type_bits + (2 if self.v2 else 0)
-        self.nf_own += 2 * opt.conic_fov
-        obs_dim = 4 + E * self.nf_enemy + (A - 1) * self.nf_ally + self.nf_own
+        self.nf_own = 1 + self.shield_ally + self.n_caps + self.type_bits
+        self.nf_own += (2 if self.v2 else 0) + 2 * opt.conic_fov
+        obs_dim = self.nf_move + E * self.nf_enemy + (A - 1) * self.nf_ally + self.nf_own
         obs_dim += opt.obs_timestep_number
-        self.nf_state_ally = 4 + self.shield_ally + self.type_bits + 2 * opt.conic_fov
+        self.nf_state_ally = 4 + self.shield_ally + self.n_caps + self.type_bits
+        self.nf_state_ally += 2 * opt.conic_fov
         self.nf_state_enemy = 3 + self.shield_enemy + self.type_bits
         state_dim = A * self.nf_state_ally + E * self.nf_state_enemy
         state_dim += A * self.n_actions * opt.state_last_action + opt.state_timestep_number
+        if opt.obs_instead_of_state:
+            state_dim = A * obs_dim
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
         self.state_space = gym.spaces.Box(-1.0, 1.0, (state_dim,), np.float32)
         self.action_space = gym.spaces.Discrete(self.n_actions)
@@ -308,6 +408,7 @@ class BattleBatch(VectorEnv):
         layout = self.spec.terrain
         self._walk = terrain.walkable(layout).ravel()  # [mover * 1024 + cell]
         self._ground = terrain.pathable(layout)
+        self._height = terrain.height(layout)
         self.has_terrain = not self._walk.all()
         routes = [terrain.waypoints(layout, m) for m in (terrain.GROUND, terrain.CLIFF_WALKER)]
         self._routes = None
@@ -350,6 +451,16 @@ class BattleBatch(VectorEnv):
         self._spotter = np.full((B, E), -1)  # the agent that spotted each enemy, or -1
         self._told_to = np.ones((B, A, E), bool)
         self._obs_rng = np.random.default_rng(seed)
+        # SMACv2's capabilities: per-episode draws, and the attack actions' coin flips.
+        self.attack_prob = np.ones((B, A), f32)
+        self.health_level = np.zeros((B, A), f32)
+        self._cap_rng = np.random.default_rng(None if seed is None else (seed, 1))
+        self._can_shoot = np.zeros((B, A, E), bool)  # in range (and cone), whatever the mask
+        # upstream_obs_bug: the last tagging pass (who was told at its turn, the zeroing cut)
+        # and which battles the next one redoes (None: all).
+        self._at_turn = np.zeros((B, A, E), bool)
+        self._cut = np.full((B, A), -1)
+        self._retag: np.ndarray | None = None
         self._last_mask: np.ndarray | None = None
         self.info: dict[str, np.ndarray] = {}
 
@@ -367,11 +478,17 @@ class BattleBatch(VectorEnv):
         """Samples new battles in ``rows``: their units (SMACv2) and start positions."""
         A = self.n_allies
         spec = self.spec
+        opt = self.opt
         for b in rows:  # one draw per new episode, not per step
             types, pos, point = sample_battle(spec, self._rngs[b])
             self.types[b] = types
             self.pos[b] = pos[:, 0] + 1j * pos[:, 1]
             self.point[b] = point[0] + 1j * point[1]
+            # SMACv2's per_agent_uniform capabilities, after the battle's own draws.
+            if opt.stochastic_attack is not None:
+                self.attack_prob[b] = self._rngs[b].uniform(*opt.stochastic_attack, size=A)
+            if opt.stochastic_health is not None:
+                self.health_level[b] = self._rngs[b].uniform(*opt.stochastic_health, size=A)
         if self.v2 or not self._typed:
             self._set_types(rows if self._typed else np.arange(self.num_envs))
             self._typed = True
@@ -389,7 +506,8 @@ class BattleBatch(VectorEnv):
         self.goal[rows] = self.point[rows][:, None]
         self.fired_at[rows] = -1
         self._spotter[rows] = -1
-        self._told_to[rows] = self.opt.prob_obs_enemy >= 1.0
+        # SMACv2's obs_enemies starts at 0; Arena's default tells everyone when prob is 1.
+        self._told_to[rows] = self.opt.prob_obs_enemy >= 1.0 and not self.opt.upstream_obs_bug
         self.t[rows] = 0
         self.over[rows] = False
         self.last_action[rows] = 0
@@ -472,6 +590,7 @@ class BattleBatch(VectorEnv):
             self._rngs = [seeding.np_random(seed + i)[0] for i in range(B)]
             self._scaled[:] = False  # a seeded reset replays from the first episode
             self._obs_rng = np.random.default_rng(seed)
+            self._cap_rng = np.random.default_rng((seed, 1))
         self._new_battles(np.arange(B))
         obs, state, mask = self._observe()
         zeros = np.zeros((B, self.n_allies), np.float32)
@@ -514,6 +633,8 @@ class BattleBatch(VectorEnv):
         kind, target, goal = self.kind[:, :A], self.target[:, :A], self.goal[:, :A]
         move = (actions >= 2) & (actions < N_ACTIONS_NO_ATTACK)
         attack = actions >= self.n_no_attack
+        if not self.opt.action_mask or self.opt.stochastic_attack is not None:
+            attack &= self._order_given(actions, attack)
         if self.n_fov:  # turning the cone gives the unit no order
             look = (actions >= N_ACTIONS_NO_ATTACK) & ~attack
             turn = self._fov_dirs[np.clip(actions - N_ACTIONS_NO_ATTACK, 0, self.n_fov - 1)]
@@ -583,6 +704,17 @@ class BattleBatch(VectorEnv):
             move = np.where(np.abs(dx) > np.abs(dy), np.where(dx > 0, 4, 5), np.where(dy > 0, 2, 3))
             act = np.where((ht >= 0) & ~avail, move, act)
         return np.where(alive[:, :A] & ~self.over[:, None], act, 0)
+
+    def _order_given(self, actions: np.ndarray, attack: np.ndarray) -> np.ndarray:
+        """SMACv2's ``get_agent_action``: an attack or heal fails (no order, the unit carries
+        on) when its coin comes up above the agent's attack probability, or, without the
+        action mask, when the target is out of range (``get_can_shoot``). ``[B, A]``."""
+        slot = np.clip(actions - self.n_no_attack, 0, self.n_enemies - 1)
+        ok = np.take_along_axis(self._can_shoot, slot[..., None], -1)[..., 0]
+        if self.opt.stochastic_attack is not None:
+            coin = self._cap_rng.random(attack.shape)
+            ok &= coin <= self.attack_prob
+        return ok
 
     def _hunt(self) -> None:
         """The enemy AI of SMACv2 (its 32x32_flat map's trigger, every 0.5 game s = one agent
@@ -769,6 +901,26 @@ class BattleBatch(VectorEnv):
         """``v[b, idx[b, i]]`` for ``v`` of shape ``[B, U]``."""
         return v.ravel()[(self._base + idx).ravel()].reshape(idx.shape)
 
+    def _frames(self, n: int) -> None:
+        """``n`` game frames of every battle."""
+        if self.fused:
+            fused.frames(self, n)
+            self._refresh()
+        else:
+            for _ in range(n):
+                self._frame()
+
+    def _kill_below_health_level(self) -> None:
+        """SMACv2's ``_kill_units_below_health_level``: agents whose health / max is below
+        their health level die (``stochastic_health``)."""
+        A = self.n_allies
+        below = self.alive[:, :A] & (self.hp[:, :A] / self.hp_max[:, :A] < self.health_level)
+        if below.any():
+            dead = np.zeros_like(self.alive)
+            dead[:, :A] = below
+            self.hp[dead] = 0.0
+            self._bury(dead)
+
     def _route(self, pos, dest):
         """Where a walking ground unit heads to reach ``dest``: straight there when it sees
         it, else at the furthest cell of a shortest path around the obstacles it sees."""
@@ -951,36 +1103,44 @@ class BattleBatch(VectorEnv):
         else:
             in_shot, in_sight = dist <= shoot, dist < sight
         mask[:, :, N_ACTIONS_NO_ATTACK : self.n_no_attack] = me_alive[..., None]
-        attack = alive[:, None, A:] & in_shot[:, :, A:]
-        attack &= (me_alive & ~self.is_medivac[:, :A])[..., None]
         first = self.n_no_attack
-        mask[:, :, first:] = attack
-        if self.has_medivac:
-            k = min(A, E)
-            heal = self.candidates[:, :A, :k] & alive[:, None, :k] & in_shot[:, :, :k]
-            heal &= (me_alive & self.is_medivac[:, :A])[..., None]
-            mask[:, :, first : first + k] += heal
+        self._can_shoot = self._targets(in_shot)
+        # SMACv2's action_mask=False: every live target, in range or not.
+        mask[:, :, first:] = self._can_shoot if self.opt.action_mask else self._targets(None)
 
         # Observations: zeros for a dead agent and for units out of its sight.
         visible = in_sight & alive[:, None, :] & me_alive[..., None]
         rel = np.stack([dist, dz.real, dz.imag], -1) / sight[..., None]  # [B, A, U, 3]
         shape = (B, A, self.n_units)
-        unit = [rel, np.broadcast_to(hp[:, None, :, None], (*shape, 1))]
+        # SMACv2's capabilities: health rescaled by the health level, and the per-agent draws,
+        # which teammates see only where observed (else a zero in their place).
+        health, caps, caps_seen = self._capabilities(hp)
+        hp_seen = hp
+        if self.opt.stochastic_health is not None:
+            hp_seen = np.concatenate([health * self.opt.observe_teammate_health, hp[:, A:]], 1)
+        unit = [rel, np.broadcast_to(hp_seen[:, None, :, None], (*shape, 1))]
         unit_shield = np.broadcast_to(sh[:, None, :, None], (*shape, 1))
         onehot = np.broadcast_to(self.onehot[:, None], (*shape, self.type_bits))
 
-        def feats(cols, shields, first, *extra):
+        def feats(cols, shields, first, mid=(), extra=()):
             parts = [first, *(p[:, :, cols] for p in unit)]
             if shields:
                 parts.append(unit_shield[:, :, cols])
-            parts.append(onehot[:, :, cols])
-            return np.concatenate([*parts, *extra], -1)
+            parts += [*mid, onehot[:, :, cols], *extra]
+            return np.concatenate(parts, -1)
 
         last = self._action_eye[self.last_action] * (self.t > 0)[:, None, None]  # [B, A, n]
-        if self.opt.prob_obs_enemy < 1.0:
+        cut = None
+        if self.opt.upstream_obs_bug:
+            told, cut = self._told_upstream(me, me_alive, sight)
+            visible[:, :, A:] &= told
+        elif self.opt.prob_obs_enemy < 1.0:
             visible[:, :, A:] &= self._told(visible[:, :, A:])
-        enemy = feats(slice(A, None), self.shield_enemy, mask[:, :, first:, None])
+        # The enemy's "available" entry is the range test, with or without the action mask.
+        enemy = feats(slice(A, None), self.shield_enemy, self._can_shoot[..., None].astype(f32))
         enemy *= visible[:, :, A:, None]
+        if cut is not None:  # SMACv2 zeroes the block up to the last enemy not told
+            enemy *= (np.arange(E) > cut[..., None])[..., None]
         rows = np.arange(A)[:, None]
         seen = visible[:, rows, self._others][..., None]
         extra = [np.broadcast_to(last[:, None], (B, A, A, self.n_actions))]
@@ -988,12 +1148,14 @@ class BattleBatch(VectorEnv):
             slice(0, A),
             self.shield_ally,
             visible[:, :, :A, None].astype(f32),
-            *(extra if self.opt.obs_last_action else []),
+            [np.broadcast_to(caps_seen[:, None], (B, A, A, self.n_caps))] if self.n_caps else [],
+            extra if self.opt.obs_last_action else [],
         )
         ally = ally[:, rows, self._others] * seen
-        own = [hp[:, :A, None]]
+        own = [health[..., None]]
         if self.shield_ally:
             own.append(sh[:, :A, None])
+        own.append(caps)
         if self.v2:
             own += [me.real[..., None] / MAP_SIZE, me.imag[..., None] / MAP_SIZE]
         if self.n_fov:
@@ -1001,8 +1163,9 @@ class BattleBatch(VectorEnv):
         own.append(self.onehot[:, :A])
         own = np.concatenate(own, -1) * me_alive[..., None]
         progress = np.broadcast_to((self.t / self.spec.limit)[:, None, None], (B, A, 1))
+        move = [mask[:, :, 2:6], *self._surroundings(me, me_alive)]
         obs = np.concatenate(
-            [mask[:, :, 2:6], enemy.reshape(B, A, -1), ally.reshape(B, A, -1), own]
+            [*move, enemy.reshape(B, A, -1), ally.reshape(B, A, -1), own]
             + [progress] * self.opt.obs_timestep_number,
             -1,
         )
@@ -1011,10 +1174,11 @@ class BattleBatch(VectorEnv):
         centred = (self.pos - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
         cooldown = np.maximum(self.ready_at - self.clock, 0) / self.cd_norm
         wpn = np.where(self.is_medivac, self.energy / U_.MEDIVAC_ENERGY_MAX, cooldown)
-        al = [hp[:, :A], wpn[:, :A], centred.real[:, :A], centred.imag[:, :A]]
+        al = [health, wpn[:, :A], centred.real[:, :A], centred.imag[:, :A]]
         en = [hp[:, A:], centred.real[:, A:], centred.imag[:, A:]]
         if self.shield_ally:
             al.append(sh[:, :A])
+        al += list(caps.transpose(2, 0, 1))
         if self.n_fov:
             al += [self.fov.real, self.fov.imag]
         if self.shield_enemy:
@@ -1025,11 +1189,110 @@ class BattleBatch(VectorEnv):
         state += [last.reshape(B, -1)] * self.opt.state_last_action
         state += [progress[:, 0]] * self.opt.state_timestep_number
         state = np.concatenate(state, -1)
+        if self.opt.obs_instead_of_state:  # SMAC's get_state: the observations, concatenated
+            state = obs.reshape(B, -1)
         if self.over.any():  # a finished battle waits for its reset: no-ops only
             mask[self.over] = 0
             mask[self.over, :, 0] = 1
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
+
+    def _targets(self, in_shot: np.ndarray | None) -> np.ndarray:
+        """Which live targets each live agent may attack (a medivac: heal) ``[B, A, E]``:
+        those ``in_shot`` (``[B, A, U]``), or all of them when None."""
+        A, E = self.n_allies, self.n_enemies
+        alive = self.alive
+        me_alive = alive[:, :A]
+        reach = np.ones((1, 1, self.n_units), bool) if in_shot is None else in_shot
+        out = alive[:, None, A:] & reach[:, :, A:] & (me_alive & ~self.is_medivac[:, :A])[..., None]
+        if self.has_medivac:
+            k = min(A, E)
+            heal = self.candidates[:, :A, :k] & alive[:, None, :k] & reach[:, :, :k]
+            out[:, :, :k] |= heal & (me_alive & self.is_medivac[:, :A])[..., None]
+        return out
+
+    def _surroundings(self, me: np.ndarray, me_alive: np.ndarray) -> list[np.ndarray]:
+        """SMAC's ``get_surrounding_pathing`` (8) and ``get_surrounding_height`` (9) around
+        each agent's cell ``(int(x), int(y))``, 1 off the map, zeros for a dead agent."""
+        opt = self.opt
+        if not (opt.obs_pathing_grid or opt.obs_terrain_height):
+            return []
+        step = int(U_.MOVE_AMOUNT)
+        ix = me.real.astype(np.int64)[..., None] + _AROUND[:, 0] * step  # int(): truncation
+        iy = me.imag.astype(np.int64)[..., None] + _AROUND[:, 1] * step
+        n = terrain.SIZE
+        inside = (ix >= 0) & (ix < n) & (iy >= 0) & (iy < n)
+        cell = terrain.cell_of(ix, iy)
+        out = []
+        if opt.obs_pathing_grid:
+            grid = self._ground.ravel()[cell[..., :N_OBS_PATHING]]
+            out.append(np.where(inside[..., :N_OBS_PATHING], grid, 1.0))
+        if opt.obs_terrain_height:
+            out.append(np.where(inside, self._height.ravel()[cell], 1.0))
+        return [x.astype(np.float32) * me_alive[..., None] for x in out]
+
+    def _capabilities(self, hp: np.ndarray):
+        """SMACv2's capability features: the agents' health as seen (``_compute_health`` with
+        ``stochastic_health``, else health / max) ``[B, A]``, their own capabilities
+        ``[B, A, n_caps]`` (attack probability, health level) and what teammates see of
+        them (zeros where not observed)."""
+        opt, A = self.opt, self.n_allies
+        health = hp[:, :A]
+        caps, seen = [], []
+        if opt.stochastic_attack is not None:
+            caps.append(self.attack_prob)
+            seen.append(self.attack_prob * opt.observe_attack_probs)
+        if opt.stochastic_health is not None:
+            level = self.health_level
+            health = (1.0 / (1 - level)) * (health - level)
+            caps.append(level)
+            seen.append(level * opt.observe_teammate_health)
+        shape = (*health.shape, 0)
+        caps = np.stack(caps, -1) if caps else np.zeros(shape, np.float32)
+        seen = np.stack(seen, -1) if seen else caps
+        return health.astype(np.float32), caps.astype(np.float32), seen.astype(np.float32)
+
+    def _told_upstream(self, me, me_alive, sight):
+        """``upstream_obs_bug``: SMACv2's enemy tagging in ``get_obs``/``get_obs_agent``. The
+        live agents take their turns in a random order (``random.shuffle``); the first whose
+        sight covers an untagged enemy (a dead one at its last position too) tags it, and each
+        other agent is told with ``prob_obs_enemy``; before its turn an agent is not told.
+        ``step`` drops the tags of dead enemies and of dead spotters. Returns who observes whom
+        at its turn ``[B, A, E]`` and, per agent, the last enemy not told then (-1 if none)
+        ``[B, A]``: SMACv2 zeroes the agent's enemy block up to it. Battles that were not
+        reset keep the previous call's result (one ``get_obs`` per step)."""
+        A, E, B = self.n_allies, self.n_enemies, self.num_envs
+        redo = np.ones(B, bool) if self._retag is None else self._retag
+        if not redo.any():
+            return self._at_turn, self._cut
+        alive = self.alive
+        spotter, told = self._spotter, self._told_to
+        gone = (spotter >= 0) & ~np.take_along_axis(alive, np.maximum(spotter, 0), 1)
+        lost = redo[:, None] & (gone | ~alive[:, A:])
+        spotter[lost] = -1
+        told &= ~lost[:, None, :]
+        pos = np.where(alive[:, A:], self.pos[:, A:], self.death_pos[:, A:])
+        dz = pos[:, None, :] - me[:, :, None]
+        dist = np.abs(dz)
+        sees = self._cone(dz, dist, sight) if self.n_fov else dist < sight
+        sees &= me_alive[..., None]
+        rank = self._obs_rng.random((B, A)).argsort(1).argsort(1)  # each agent's turn
+        turn = np.where(sees, rank[..., None], A)
+        first_turn = turn.min(1)  # [B, E]
+        new = redo[:, None] & (spotter < 0) & (first_turn < A)
+        b, e = np.nonzero(new)
+        first = turn.argmin(1)[b, e]
+        draws = self._obs_rng.random((len(b), A)) < self.opt.prob_obs_enemy
+        draws[np.arange(len(b)), first] = True
+        at_turn = told.copy()
+        after = rank[b] >= first_turn[b, e][:, None]  # [n, A]: on or after the spotter's turn
+        at_turn[b, :, e] = draws & after
+        told[b, :, e] = draws
+        spotter[b, e] = first
+        cut = np.where(at_turn, -1, np.arange(E)).max(-1)
+        self._at_turn = np.where(redo[:, None, None], at_turn, self._at_turn)
+        self._cut = np.where(redo[:, None], cut, self._cut)
+        return self._at_turn, self._cut
 
     def _cone(self, dz, dist, reach) -> np.ndarray:
         """SMACv2's ``is_position_in_cone``: within ``reach`` and within half the cone's angle
@@ -1084,12 +1347,13 @@ class BattleBatch(VectorEnv):
             self._apply_orders(actions)
         before = self.hp + self.sh
         was_alive = self.alive.copy()
-        if self.fused:
-            fused.frames(self, U_.STEP_MUL)
-            self._refresh()
+        if self.opt.stochastic_health is not None:  # SMACv2: the kill check 2 loops early
+            late = self.opt.kill_unit_step_mul
+            self._frames(U_.STEP_MUL - late)
+            self._kill_below_health_level()
+            self._frames(late)
         else:
-            for _ in range(U_.STEP_MUL):
-                self._frame()
+            self._frames(U_.STEP_MUL)
         self.t += 1
         alive = self.alive
         body = alive & ~self.is_medivac  # a team of medivacs alone has lost (SMAC's rule)
@@ -1100,7 +1364,8 @@ class BattleBatch(VectorEnv):
         lost = ~allies_left & (enemies_left | self.has_medivac)
         terminated = ~allies_left | ~enemies_left
         at_limit = ~terminated & (self.t >= self.spec.limit)
-        if self.opt.terminate_at_limit:
+        smac_limit = self.opt.continuing_episode is not None  # SMAC's step: terminated
+        if self.opt.terminate_at_limit or smac_limit:
             terminated, truncated = terminated | at_limit, np.zeros_like(at_limit)
         else:
             truncated = at_limit
@@ -1114,13 +1379,16 @@ class BattleBatch(VectorEnv):
             "battle_won": won,
             "dead_allies": (~alive[:, :A]).sum(1),
             "dead_enemies": (~alive[:, A:]).sum(1),
-            "episode_limit": at_limit,
+            # SMAC sets it only with continuing_episode (Arena's default: always).
+            "episode_limit": at_limit & (self.opt.continuing_episode is not False),
         }
         final_obs, final_state = obs, state
         if self.auto_reset and done.any():
             final_obs, final_state = obs.copy(), state.copy()
             self._new_battles(np.flatnonzero(done))
+            self._retag = done  # SMACv2 tags once per get_obs: only the new battles again
             obs, state, mask = self._observe()
+            self._retag = None
         return VectorStep(
             {"agent": obs},
             state,

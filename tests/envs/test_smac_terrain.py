@@ -1,6 +1,7 @@
 """Each SMAC map's ground, spawns and enemy orders, against the numbers read from SMAC's map
 archives (github.com/oxwhirl/smac, ``smac/env/starcraft2/maps/SMAC_Maps/*.SC2Map``: the
-``t3CellFlags`` pathing bits, ``Objects`` and ``MapScript.galaxy``)."""
+``t3CellFlags`` pathing bits, ``t3SyncCliffLevel`` cliff levels, ``Objects`` and
+``MapScript.galaxy``)."""
 
 import numpy as np
 import pytest
@@ -146,3 +147,31 @@ def test_each_maps_enemy_orders_are_its_scripts():
     lings.step(np.ones((1, 2), int))
     assert (lings.kind[0, 2:] == ATTACK).all() and set(lings.target[0, 2:]) <= {0, 1}
     assert (battle("corridor").point[0] == np.complex64(4.47 + 4.33j)).all()
+
+
+# Cells per cliff level value, counted from each archive's t3SyncCliffLevel.
+CLIFF_COUNTS = {
+    "3m": {0: 448, 64: 576},
+    "MMM2": {0: 448, 64: 576},
+    "3s_vs_5z": {64: 1024},
+    "2m_vs_1z": {0: 580, 64: 444},
+    "bane_vs_bane": {0: 580, 64: 444},
+    "6h_vs_8z": {0: 812, 64: 212},
+    "2s_vs_1sc": {0: 792, 64: 232},
+    "corridor": {0: 556, 64: 468},
+    "so_many_baneling": {0: 596, 64: 428},
+    "2c_vs_64zg": {0: 536, 64: 308, 72: 12, 88: 12, 104: 12, 128: 144},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLIFF_COUNTS))
+def test_each_maps_heights_are_its_archives_cliff_levels(name):
+    layout = SMAC_MAPS[name].terrain
+    h = terrain.height(layout)
+    values, counts = np.unique(np.rint(h * 255).astype(int), return_counts=True)
+    assert dict(zip(values.tolist(), counts.tolist(), strict=True)) == CLIFF_COUNTS[name]
+    # Every cell a unit stands on is above the low ground around the plateau.
+    assert (h[terrain.pathable(layout)] > 0).all()
+    # 2c_vs_64zg: the colossi's high ground (y 14-19) is a level above the zerglings' (6-11).
+    if name == "2c_vs_64zg":
+        assert h[16, 16] * 255 == pytest.approx(128) and h[16, 8] * 255 == pytest.approx(64)
