@@ -506,8 +506,8 @@ def questions(meta: dict, rng: np.random.Generator) -> list[dict]:
         absent = [k for k in pool if k not in seen]
         yes = bool(seen) and (rng.random() > 0.3 or not absent)
         kind = str(rng.choice(seen if yes else absent))
-        head = _pick(rng, E2_EXIST, s=1.5)
-        q = head.format(x=kind, a=_a(kind), xs=_plural(kind)) + _pick(rng, PLACES, s=1.1) + "?"
+        head = _pick(rng, E2_EXIST, s=2.0)
+        q = head.format(x=kind, a=_a(kind), xs=_plural(kind)) + _pick(rng, PLACES, s=1.3) + "?"
         if yes:
             ans = _pick(
                 rng,
@@ -569,7 +569,7 @@ def questions(meta: dict, rng: np.random.Generator) -> list[dict]:
         others = [p for p in walker if p["kind"] != o["kind"]]
         if r < 0.346 and others:
             y = others[int(rng.integers(min(len(others), 4)))]
-            q = _pick(rng, M1_BETWEEN, s=1.0).format(x=o["kind"], y=y["kind"])
+            q = _pick(rng, M1_BETWEEN, s=1.6).format(x=o["kind"], y=y["kind"])
             ans = f"The {o['kind']} is {_clock(o, rng)}, and the {y['kind']} is {_clock(y, rng)}."
         elif r < 0.401:
             q = _pick(rng, M1_FAR).format(x=adj + o["kind"])

@@ -6,7 +6,7 @@ Per category:
 
 - ``n``: questions;
 - ``phrasings_per_500``: distinct phrasings in 500 questions (the mean over 20 draws without
-  replacement, so split sizes do not matter), after the scene-specific parts are normalised:
+  replacement, so split sizes do not matter; all of them when there are fewer), after the scene-specific parts are normalised:
   object words become ``X``, numbers ``N``;
 - ``top_phrasing_share``: the share of the most common phrasing;
 - ``subtypes``: the shares of the category's sub-types, read off the question (E1 weather or
@@ -175,7 +175,7 @@ def category_stats(category: str, pairs: list[tuple[str, str]], seed: int = 0) -
     ]
     return {
         "n": len(pairs),
-        "phrasings_per_500": round(float(np.mean(distinct)) * SAMPLE / k, 1),
+        "phrasings_per_500": round(float(np.mean(distinct)), 1),
         "top_phrasing_share": round(Counter(phrasings).most_common(1)[0][1] / len(pairs), 3),
         "subtypes": _shares([subtype(category, q) for q, _ in pairs]),
         "answers": _shares([answer_form(category, a) for _, a in pairs]),
