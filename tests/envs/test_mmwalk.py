@@ -351,12 +351,21 @@ def test_eval_vqa_scores_the_truth_full_and_baselines_lower(small_dataset, tmp_p
         "".join((tmp_path / "majority" / f"{c}.jsonl").read_text() for c in vqa.CATEGORIES)
     )
     assert scoring.evaluate(one_file, out)["overall"]["standardized_score"] == scores["majority"]
-    # M3's truth varies, so one answer for every M3 question (the majority's) is not 100
-    views = {r["answer_value"] for r in scoring.load_truth(out, "train")["M3"]}
-    assert len(views) > 1
-    train = scoring.baseline(out, "majority", tmp_path / "train", split="train")
-    m3 = scoring.evaluate(train, out, split="train")["per_category"]["M3"]
-    assert m3["standardized_score"] < 100.0
+    # M3's truth varies, so one answer to every M3 question is not 100 (it was: the answer
+    # named all three views and any view's name anywhere matched)
+    rows = scoring.load_truth(out, "train")["M3"]
+    assert len({r["answer_value"] for r in rows}) > 1
+    const = tmp_path / "const"
+    const.mkdir()
+    for f in (out / "train_data_chat").glob("*.jsonl"):
+        (const / f.name).write_text(f.read_text())
+    for r in rows:
+        r["conversation"][1]["content"][0]["text"] = (
+            "The walker view, then the drone and dog views."
+        )
+    (const / "M3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    m3 = scoring.evaluate(const, out, split="train")
+    assert 0.0 < m3["per_category"]["M3"]["standardized_score"] < 100.0
     (tmp_path / "majority" / "E1.jsonl").write_text("")
     with pytest.raises(ValueError, match="line-aligned"):
         scoring.evaluate(tmp_path / "majority", out)
