@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,9 @@ def main() -> int:
     p.add_argument("--model", default="bc-click-test-2-v0", help="the model name to ask for")
     p.add_argument("--per-category", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--max-tokens", type=int, default=0, help="cap on the judge's reply (0: the server's)"
+    )
     p.add_argument("--out", default=None, help="write rows and summary here (JSON)")
     a = p.parse_args()
     if a.per_category < 1:
@@ -146,11 +150,15 @@ def main() -> int:
             wait(url, proc)
             url += "/v1"
         try:
-            judge = scoring.openai_judge(url, a.model, timeout=300, max_tokens=4)
+            replies: list[str] = []
+            judge = scoring.openai_judge(
+                url, a.model, timeout=300, max_tokens=a.max_tokens, on_reply=replies.append
+            )
             rows = items(Path(a.dataset), a.per_category, a.seed, tmp)
             t0 = time.perf_counter()
             for r in rows:
                 r["judge"] = judge(r["question"], r["truth"], r["prediction"])
+                r["reply"] = replies[-1] if replies else ""
             seconds = time.perf_counter() - t0
         finally:
             if proc is not None:
@@ -158,6 +166,7 @@ def main() -> int:
                 proc.wait(60)
     summary = summarise(rows)
     summary["seconds_per_judgement"] = round(seconds / len(rows), 2)
+    summary["common_replies"] = Counter(r["reply"] for r in rows).most_common(5)
     print(json.dumps(summary, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))

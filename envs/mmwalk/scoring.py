@@ -82,10 +82,17 @@ def overlap_judge(question: str, truth: str, prediction: str) -> float:
     return 1.0 + 4.0 * (2 * precision * recall / (precision + recall))
 
 
-def openai_judge(url: str, model: str, timeout: float = 60.0, max_tokens: int = 0) -> Judge:
+def openai_judge(
+    url: str,
+    model: str,
+    timeout: float = 60.0,
+    max_tokens: int = 0,
+    on_reply: Callable[[str], None] | None = None,
+) -> Judge:
     """mmWalk's judge: its messages to ``url`` (an OpenAI-compatible ``.../v1``) at
     temperature 0, scored by :func:`judge_score`; a failed call scores 1, as mmWalk's
-    (eval_gpt.py:79-81). ``max_tokens`` > 0 caps the reply (a score is one token)."""
+    (eval_gpt.py:79-81). ``max_tokens`` > 0 caps the reply (mmWalk sets none);
+    ``on_reply`` sees each reply's text."""
     import urllib.error
     import urllib.request
 
@@ -108,6 +115,8 @@ def openai_judge(url: str, model: str, timeout: float = 60.0, max_tokens: int = 
         except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as e:
             print(f"[!] judge error: {e}")
             return 1.0
+        if on_reply is not None:
+            on_reply(reply)
         return judge_score(reply)
 
     return judge
