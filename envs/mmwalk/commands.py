@@ -35,6 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--judge-url", default="", help="openai judge: base URL (.../v1)")
     e.add_argument("--judge-model", default="", help="openai judge: model name")
+    e.add_argument(
+        "--judge-max-tokens", type=int, default=0, help="openai judge: reply cap (0: none)"
+    )
+    e.add_argument(
+        "--score",
+        default="exact",
+        choices=["exact", "judge"],
+        help="exact: match exact answers, judge free text; judge: judge every answer (mmWalk's)",
+    )
     e.add_argument("--samples", default=None, help="write the scored samples here (JSONL)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(arena_handler="envs.mmwalk.commands:eval_vqa")
@@ -133,8 +142,8 @@ def stats(args) -> int:
 def eval_vqa(args) -> int:
     from envs.mmwalk import scoring
 
-    judge = scoring.load_judge(args.judge, args.judge_url, args.judge_model)
-    result = scoring.evaluate(args.predictions, args.dataset, args.split, judge)
+    judge = scoring.load_judge(args.judge, args.judge_url, args.judge_model, args.judge_max_tokens)
+    result = scoring.evaluate(args.predictions, args.dataset, args.split, judge, args.score)
     samples = result.pop("samples")
     if args.samples:
         with open(args.samples, "w") as fh:

@@ -1,11 +1,15 @@
 """Scoring VQA answers as mmWalk reports them: every answer gets a 1-5 score, averaged per
 category, per scenario and over all, and standardised as (mean - 1) / 4 x 100.
 
-mmWalk scores every answer with an LLM judge. Here an answer whose ground truth is a number, a
-clock direction or a class is matched exactly or tolerantly; free text (M2, H2) goes to a
-judge: the default ``overlap`` judge (token F1, 1 + 4 F1), ``openai`` (mmWalk's judge prompt
-to any OpenAI-compatible endpoint), or any ``module:function`` taking ``(question, truth,
-prediction)`` and returning 1-5.
+mmWalk's ``eval_gpt.py`` (KediYing/mmWalk@c91f473: eval_gpt.py:44-89) sends every answer, in
+all nine categories, to gpt-4o-mini at temperature 0 with its judge prompt
+(:data:`JUDGE_SYSTEM`, :data:`JUDGE_USER`), takes the first digit 1-5 of the reply (1 if
+none) and scores 1 when the call fails. ``mode="judge"`` does exactly that with any judge.
+``mode="exact"`` (the default) uses that Arena knows the answer: a number, a clock direction,
+a choice among named options or a yes/no is matched exactly (:func:`match`); only the free
+text (M2, H2) goes to the judge. Judges: ``overlap`` (token F1, 1 + 4 F1; no model),
+``openai`` (mmWalk's prompt to any OpenAI-compatible ``/v1/chat/completions``), or any
+``module:function`` taking ``(question, truth, prediction)`` and returning 1-5.
 
 Predictions are mmWalk's: files line-aligned with the ground-truth split files, the answer in
 ``conversation[1].content[0].text``; a directory of ``<category>.jsonl`` (or
@@ -27,13 +31,41 @@ import numpy as np
 from envs.mmwalk.vqa import CATEGORIES
 
 Judge = Callable[[str, str, str], float]
-JUDGE_PROMPT = (
-    "You are evaluating answers to questions about a street scene for a blind pedestrian. "
-    "Score the predicted answer against the correct one from 1 to 5: 5 a perfect match or "
-    "correct in meaning, 4 the key information correct with minor flaws, 3 partially correct, "
-    "2 mostly wrong for the key query but somewhat relevant, 1 completely wrong or nonsense. "
-    "Reply with the integer only."
+MODES = ("exact", "judge")
+# mmWalk's judge messages, verbatim (KediYing/mmWalk@c91f473: eval_gpt.py:46-69).
+JUDGE_SYSTEM = (
+    "You are an intelligent evaluator designed to evaluate the correctness and similarity of "
+    "generative outputs for question-answer pairs. Your task is to compare the model prediction "
+    "answer with the correct answer and determine if they match in meaning. Here's the scoring "
+    "criteria:\n\n"
+    "### Scoring Criteria:\n"
+    "5 = Perfect match or Correct in meaning\n"
+    "4 = Key information correct, minor flaws\n"
+    "3 = Partially correct\n"
+    "2 = Mostly wrong answer for key query, but some relevance\n"
+    "1 = Completely wrong or nonsense sentences\n\n"
+    "Your response must ONLY be the integer score (e.g., 4). DO NOT include any text or "
+    "explanation."
 )
+JUDGE_USER = (
+    "Question: {question}\n"
+    "Correct Answer: {truth}\n"
+    "Predicted Answer: {prediction}\n\n"
+    "Please provide a score from 1 to 5 based on how well the predicted answer matches the "
+    "correct answer."
+)
+
+
+def judge_messages(question: str, truth: str, prediction: str) -> list[dict]:
+    """mmWalk's two judge messages for one answer."""
+    user = JUDGE_USER.format(question=question, truth=truth, prediction=prediction)
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def judge_score(reply: str) -> float:
+    """mmWalk's reading of a judge reply: its first digit 1-5, else 1."""
+    found = re.search(r"[1-5]", reply)
+    return float(found.group()) if found else 1.0
 
 
 def _words(text: str) -> list[str]:
@@ -50,45 +82,54 @@ def overlap_judge(question: str, truth: str, prediction: str) -> float:
     return 1.0 + 4.0 * (2 * precision * recall / (precision + recall))
 
 
-def openai_judge(url: str, model: str, timeout: float = 60.0) -> Judge:
-    """mmWalk's judge: the prompt above to ``url`` (an OpenAI-compatible ``.../v1``) at
-    temperature 0; the first digit 1-5 of the reply, 1 if there is none."""
+def openai_judge(
+    url: str,
+    model: str,
+    timeout: float = 60.0,
+    max_tokens: int = 0,
+    on_reply: Callable[[str], None] | None = None,
+) -> Judge:
+    """mmWalk's judge: its messages to ``url`` (an OpenAI-compatible ``.../v1``) at
+    temperature 0, scored by :func:`judge_score`; a failed call scores 1, as mmWalk's
+    (eval_gpt.py:79-81). ``max_tokens`` > 0 caps the reply (mmWalk sets none);
+    ``on_reply`` sees each reply's text."""
+    import urllib.error
     import urllib.request
 
     def judge(question: str, truth: str, prediction: str) -> float:
         body = {
             "model": model,
             "temperature": 0,
-            "messages": [
-                {"role": "system", "content": JUDGE_PROMPT},
-                {
-                    "role": "user",
-                    "content": f"Question: {question}\nCorrect Answer: {truth}\n"
-                    f"Predicted Answer: {prediction}\n\nPlease provide a score from 1 to 5.",
-                },
-            ],
+            "messages": judge_messages(question, truth, prediction),
         }
+        if max_tokens > 0:
+            body["max_tokens"] = max_tokens
         req = urllib.request.Request(
             url.rstrip("/") + "/chat/completions",
             json.dumps(body).encode(),
             {"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            reply = json.load(r)["choices"][0]["message"]["content"]
-        found = re.search(r"[1-5]", reply)
-        return float(found.group()) if found else 1.0
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                reply = json.load(r)["choices"][0]["message"]["content"].strip()
+        except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as e:
+            print(f"[!] judge error: {e}")
+            return 1.0
+        if on_reply is not None:
+            on_reply(reply)
+        return judge_score(reply)
 
     return judge
 
 
-def load_judge(spec: str, url: str = "", model: str = "") -> Judge:
+def load_judge(spec: str, url: str = "", model: str = "", max_tokens: int = 0) -> Judge:
     """``overlap``, ``openai`` (needs ``url`` and ``model``) or ``module:function``."""
     if spec == "overlap":
         return overlap_judge
     if spec == "openai":
         if not (url and model):
             raise ValueError("--judge openai needs --judge-url and --judge-model")
-        return openai_judge(url, model)
+        return openai_judge(url, model, max_tokens=max_tokens)
     module, _, name = spec.partition(":")
     if not name:
         raise ValueError(f"--judge {spec!r}: overlap, openai, or module:function")
@@ -128,7 +169,12 @@ def match(kind: str, value, truth: str, prediction: str) -> float | None:
     """The 1-5 score of ``prediction`` for a ground truth of ``kind`` (None: free text,
     for the judge).
 
-    - yesno, class: 5 when the prediction names the class (its first words for yes/no);
+    - yesno: 5 when the prediction starts with it;
+    - choice (``{value, options}``: a weather or action, a colour, a risk level): 5 when the
+      option the prediction names first is the value (the longest at the same place);
+    - view (M3): 5 when the first view the prediction names is the value, so an answer that
+      names every view is not right for all three;
+    - class (datasets written before choice): 5 when the prediction names the class;
     - number: 5 exact, 3 off by one, 1 else;
     - direction (distance and clock): 1 + 2 for the clock (1 off: 1) + 2 for the distance
       (within 25%: 2, within 50%: 1).
@@ -136,6 +182,10 @@ def match(kind: str, value, truth: str, prediction: str) -> float | None:
     pred = _norm(prediction)
     if kind == "yesno":
         return 5.0 if pred.split()[:1] == [str(value).lower()] else 1.0
+    if kind == "choice":
+        return 5.0 if _first(pred, value["options"]) == _norm(value["value"]) else 1.0
+    if kind == "view":
+        return 5.0 if _first(pred, ("walker", "drone", "dog")) == value else 1.0
     if kind == "class":
         return 5.0 if _norm(str(value)) in pred else 1.0
     if kind == "number":
@@ -156,6 +206,17 @@ def match(kind: str, value, truth: str, prediction: str) -> float | None:
             score += 2.0 if error <= 0.25 else 1.0 if error <= 0.5 else 0.0
         return score
     return None
+
+
+def _first(pred: str, options) -> str | None:
+    """The option named first in the normalised ``pred`` (the longest where two start at the
+    same word), normalised; None if it names none."""
+    found = []
+    for o in options:
+        m = re.search(rf"\b{re.escape(_norm(o))}\b", pred)
+        if m:
+            found.append((m.start(), -len(m.group()), m.group()))
+    return min(found)[2] if found else None
 
 
 def _answer(record: dict) -> str:
@@ -209,17 +270,27 @@ def load_truth(dataset: Path, split: str) -> dict[str, list[dict]]:
 
 
 def evaluate(
-    predictions: str | Path, dataset: str | Path, split: str = "test", judge: Judge = overlap_judge
+    predictions: str | Path,
+    dataset: str | Path,
+    split: str = "test",
+    judge: Judge = overlap_judge,
+    mode: str = "exact",
 ) -> dict:
     """Scores ``predictions`` against ``dataset``'s ``split``: per category, per scenario
-    and overall, raw (1-5) and standardised ((mean - 1) / 4 x 100); plus ``samples``."""
+    and overall, raw (1-5) and standardised ((mean - 1) / 4 x 100); plus ``samples``.
+    ``mode``: ``exact`` (exact answers matched, free text judged) or ``judge`` (every answer
+    judged, as mmWalk's eval_gpt.py)."""
+    if mode not in MODES:
+        raise ValueError(f"scoring mode {mode!r}: one of {', '.join(MODES)}")
     truth = load_truth(Path(dataset), split)
     preds = load_predictions(Path(predictions), truth)
     samples = []
     for cat, rows in truth.items():
         for gt, pr in zip(rows, preds[cat], strict=True):
             question, answer, guess = _question(gt), _answer(gt), _answer(pr)
-            score = match(gt.get("answer_type", "text"), gt.get("answer_value"), answer, guess)
+            score = None
+            if mode == "exact":
+                score = match(gt.get("answer_type", "text"), gt.get("answer_value"), answer, guess)
             if score is None:
                 score = float(judge(question, answer, guess))
             samples.append(

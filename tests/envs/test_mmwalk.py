@@ -216,39 +216,39 @@ def test_every_vqa_category_matches_the_ground_truth(small_dataset):
 
 
 def _check(r: dict, meta: dict) -> None:
-    q = r["conversation"][0]["content"][-1]["text"].split("Question: ")[1]
+    q = r["conversation"][0]["content"][-1]["text"].split("Question: ")[1].lower()
     value, walker = r["answer_value"], meta["objects"]["walker"]
     cat = r["category"]
+    answer = r["conversation"][1]["content"][0]["text"]
     if cat == "E1":
-        assert value in (meta["weather"], meta["action"])
-    elif cat == "E2" and q.startswith("Is there a"):
-        kind = (
-            q.removeprefix("Is there an ")
-            .removeprefix("Is there a ")
-            .removesuffix(" in the scene?")
-        )
-        assert (value == "Yes") == any(o["landmark"] == kind for o in walker)
-    elif cat == "E2":
+        assert value["value"] == (meta["weather"] if "weather" in q else meta["action"])
+    elif cat == "E2" and "corner case" in q:
         assert (value == "Yes") == bool(meta["corner_cases"])
+    elif cat == "E2":
+        names = [k for k in (*scene.LANDMARKS, *vqa.E2_OBJECTS) if k.lower() in q]
+        kind = max(names, key=len)  # "big dumpster" over "dumpster"
+        assert (value == "Yes") == any(kind in (o["landmark"], o["kind"]) for o in walker)
     elif cat == "E3":
-        plural = q.removeprefix("How many ").removesuffix(" can be seen?")
-        kind = {v: k for k, v in vqa.COUNTABLE.items()}[plural]
-        assert value == sum(o["kind"] == kind for o in walker)
+        ((name, _, kinds),) = [k for k in vqa.E3_KINDS if q.startswith(f"how many {k[0]} ")]
+        assert value == sum(
+            1 for o in walker if (o["landmark"] if kinds is None else o["kind"] in kinds)
+        )
+        assert str(value) in answer
     elif cat == "E4":
-        kind = q.removeprefix("What color is the nearest ").removesuffix("?")
-        assert value in {o["color"] for o in walker if o["kind"] == kind}
+        assert value["value"] in {o["color"] for o in walker if o["kind"] in q}
     elif cat == "M1":
-        kind = q.removeprefix("Where is the nearest ").removesuffix(" relative to you?")
-        assert value in [
-            {"distance": o["distance"], "clock": o["clock"]} for o in walker if o["kind"] == kind
-        ]
+        assert value in [{"distance": o["distance"], "clock": o["clock"]} for o in walker]
+        assert scoring.match("direction", value, "", answer) == 5.0
     elif cat == "H1":
-        assert value == walk.risk(meta["weather"].lower(), meta["corner_cases"])["level"]
+        assert value["value"] == walk.risk(meta["weather"].lower(), meta["corner_cases"])["level"]
     elif cat == "H2":
         assert value == [o["landmark"] for o in walker if o["landmark"]][:3]
-    elif cat == "M3" and "most objects" in q:
-        counts = {v: len(meta["objects"][v]) for v in ("walker", "drone", "dog")}
-        assert counts[value] == max(counts.values())
+    elif cat == "M3":
+        shown = {v: len(meta["objects"][v]) for v in vqa.VIEWS}
+        if "environment" in q and "dangerous" not in q:  # every thing counts
+            assert shown[value] == max(shown.values())
+    if r["answer_type"] != "text":
+        assert scoring.match(r["answer_type"], value, answer, answer) == 5.0  # the truth is right
 
 
 def test_stats_counts_the_dataset(small_dataset):
@@ -319,6 +319,15 @@ def test_matching_scores_numbers_directions_and_classes():
     assert scoring.match("yesno", "No", "", "No, there is none.") == 5.0
     assert scoring.match("yesno", "No", "", "Yes.") == 1.0
     assert scoring.match("text", None, "a b", "a b") is None
+    risk = {"value": "Moderate risk", "options": list(vqa.LEVELS)}
+    assert scoring.match("choice", risk, "", "It is moderate-risk, not high-risk.") == 5.0
+    assert scoring.match("choice", risk, "", "High-risk, not moderate risk.") == 1.0
+    action = {"value": "Forward Turning Left", "options": list(vqa.ACTIONS)}
+    assert scoring.match("choice", action, "", "Forward turning left.") == 5.0
+    assert scoring.match("choice", action, "", "Turning left.") == 1.0
+    # M3: the view named first; an answer naming all three is not right for every truth
+    every = "The drone view: walker 5, drone 12, dog 3."
+    assert [scoring.match("view", v, "", every) for v in vqa.VIEWS] == [1.0, 5.0, 1.0]
     assert scoring.overlap_judge("q", "a bench at 3 m", "a bench at 3 m") == 5.0
     assert scoring.overlap_judge("q", "a bench", "cars") == 1.0
 
@@ -342,9 +351,30 @@ def test_eval_vqa_scores_the_truth_full_and_baselines_lower(small_dataset, tmp_p
         "".join((tmp_path / "majority" / f"{c}.jsonl").read_text() for c in vqa.CATEGORIES)
     )
     assert scoring.evaluate(one_file, out)["overall"]["standardized_score"] == scores["majority"]
+    # M3's truth varies, so one answer to every M3 question is not 100 (it was: the answer
+    # named all three views and any view's name anywhere matched)
+    rows = scoring.load_truth(out, "train")["M3"]
+    assert len({r["answer_value"] for r in rows}) > 1
+    const = tmp_path / "const"
+    const.mkdir()
+    for f in (out / "train_data_chat").glob("*.jsonl"):
+        (const / f.name).write_text(f.read_text())
+    for r in rows:
+        r["conversation"][1]["content"][0]["text"] = (
+            "The walker view, then the drone and dog views."
+        )
+    (const / "M3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    m3 = scoring.evaluate(const, out, split="train")
+    assert 0.0 < m3["per_category"]["M3"]["standardized_score"] < 100.0
     (tmp_path / "majority" / "E1.jsonl").write_text("")
     with pytest.raises(ValueError, match="line-aligned"):
         scoring.evaluate(tmp_path / "majority", out)
+    judged = scoring.evaluate(
+        truth, out, judge=lambda q, t, p: 5.0 if t == p else 1.0, mode="judge"
+    )
+    assert judged["overall"]["standardized_score"] == 100.0  # every category went to the judge
+    with pytest.raises(ValueError, match="scoring mode 'gpt': one of exact, judge"):
+        scoring.evaluate(truth, out, mode="gpt")
     with pytest.raises(ValueError, match="module:function"):
         scoring.load_judge("gpt")
     assert scoring.load_judge("envs.mmwalk.scoring:overlap_judge") is scoring.overlap_judge
