@@ -71,7 +71,7 @@ class EnvFacts:
     @classmethod
     def of(cls, env_id: str, vec) -> EnvFacts:
         """The facts of a built vector env (``envs.vector.VectorEnv``)."""
-        return cls._of_groups(env_id, vec.groups.values(), int(vec.state_space.shape[0]))
+        return cls._of_groups(env_id, vec.groups.values(), int(vec.state_space.shape[-1]))
 
     @classmethod
     def probe(cls, env_id: str, env_config: dict | None = None) -> EnvFacts:

@@ -162,6 +162,7 @@ class ModulePolicy:
         self.spec = BatchSpec.from_dict(cfg["batch_spec"])
         self.agents: list[str] = list(cfg["slot"]["agents"])
         self.members = tuple((g, tuple(idx)) for g, idx in cfg["slot"].get("members", ()))
+        self.env_index = list(cfg["slot"].get("env_index", ()))
         self.action_space = module.action_space
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.recurrent = bool(module.get_initial_state())
@@ -295,7 +296,9 @@ class Policy:
             obs = gather(m.members, step.obs)
             B, K = obs.shape[:2]
             rows = m.spec.buffers(B * K)
-            m.spec.write(rows, obs, gather(m.members, step.action_mask), step.state)
+            state = step.state  # a per-agent state [B, N, S]: this module's agents' rows
+            state = state[:, m.env_index] if state.ndim == 3 else state
+            m.spec.write(rows, obs, gather(m.members, step.action_mask), state)
             acts, hidden[mid] = m.act_rows(rows, explore, hidden.get(mid))
             acts = acts.reshape(B, K, *acts.shape[1:])
             for g, _ in m.members:
