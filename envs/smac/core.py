@@ -93,6 +93,16 @@ class BattleOptions:
             ``num_fov_actions``) it turns with ``num_fov_actions`` extra actions (6 onward,
             before the attacks). The cone is tested as SMACv2's ``is_position_in_cone`` does,
             with arctan of slopes, so it also covers the opposite direction.
+        use_state_agent: each agent's critic gets its own state ``[A, S]``, the MAPPO paper's
+            agent-specific global state (marlbenchmark/on-policy@de66d7a:
+            onpolicy/envs/starcraft2/StarCraft2_Env.py:1327-1520 ``get_state_agent``, with
+            that env's defaults: all health, last actions as ``state_last_action`` says, the
+            agent's one-hot id): its allies, the enemies (all of them, with whether they are
+            within its sight), its moves and its own features, relative to it. SMAC v1 maps.
+        use_mustalive: with ``use_state_agent``, a dead agent's state is zeros but for its id
+            (on-policy's death masking, StarCraft2_Env.py:1372).
+        add_center_xy: with ``use_state_agent``, every unit's position relative to the map's
+            centre is added (StarCraft2_Env.py:1421, 1457, 1485).
     """
 
     reward_sparse: bool = False
@@ -112,6 +122,9 @@ class BattleOptions:
     prob_obs_enemy: float = 1.0
     conic_fov: bool = False
     num_fov_actions: int = 12
+    use_state_agent: bool = False
+    use_mustalive: bool = True
+    add_center_xy: bool = True
 
     @classmethod
     def of(cls, options: dict, v2: bool) -> BattleOptions:
@@ -125,6 +138,14 @@ class BattleOptions:
         for name in _V2_ONLY:
             if not v2 and getattr(opt, name) != getattr(cls, name):
                 raise ValueError(f"{name} is a SMACv2 option; this is a SMAC v1 map")
+        if v2 and opt.use_state_agent:
+            raise ValueError(
+                "use_state_agent is on-policy's SMAC v1 state (StarCraft2_Env.get_state_agent); "
+                "this is a SMACv2 scenario: leave it off"
+            )
+        if not opt.use_state_agent and (not opt.use_mustalive or not opt.add_center_xy):
+            raise ValueError("use_mustalive and add_center_xy shape use_state_agent's state: "
+                             "set use_state_agent=True or leave them at their defaults")  # fmt: skip
         if not 1 <= opt.num_fov_actions <= 360:  # one action per degree at the finest
             raise ValueError(f"num_fov_actions must be in 1..360, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
@@ -214,8 +235,17 @@ class BattleBatch(VectorEnv):
         self.nf_state_enemy = 3 + self.shield_enemy + self.type_bits
         state_dim = A * self.nf_state_ally + E * self.nf_state_enemy
         state_dim += A * self.n_actions * opt.state_last_action + opt.state_timestep_number
+        # on-policy's get_state_agent sizes (StarCraft2_Env.py:1543-1603, 1656-1681)
+        centre, last = 2 * opt.add_center_xy, self.n_actions * opt.state_last_action
+        self.nf_agent_enemy = 5 + 1 + self.shield_enemy + self.type_bits + centre
+        self.nf_agent_ally = 5 + 1 + self.shield_ally + self.type_bits + last + centre
+        self.nf_agent_own = 4 + 1 + self.shield_ally + self.type_bits + last + centre
+        state_shape: tuple[int, ...] = (state_dim,)
+        if opt.use_state_agent:
+            state_shape = (A, E * self.nf_agent_enemy + (A - 1) * self.nf_agent_ally + 4
+                           + self.nf_agent_own + A + opt.state_timestep_number)  # fmt: skip
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
-        self.state_space = gym.spaces.Box(-1.0, 1.0, (state_dim,), np.float32)
+        self.state_space = gym.spaces.Box(-np.inf, np.inf, state_shape, np.float32)
         self.action_space = gym.spaces.Discrete(self.n_actions)
         self.groups = single_group(self.agents, self.observation_space, self.action_space, True)
 
@@ -431,6 +461,7 @@ class BattleBatch(VectorEnv):
             {"agent": obs.copy()},
             state.copy(),
             {},
+            self._active(),
         )
 
     # -- orders -------------------------------------------------------------------------------
@@ -850,11 +881,67 @@ class BattleBatch(VectorEnv):
         state += [last.reshape(B, -1)] * self.opt.state_last_action
         state += [progress[:, 0]] * self.opt.state_timestep_number
         state = np.concatenate(state, -1)
+        if self.opt.use_state_agent:
+            state = self._state_agent(mask, dz, dist, hp, sh, centred, wpn, last, progress)
         if self.over.any():  # a finished battle waits for its reset: no-ops only
             mask[self.over] = 0
             mask[self.over, :, 0] = 1
         self._last_mask = mask
         return obs.astype(f32), state.astype(f32), mask
+
+    def _state_agent(self, mask, dz, dist, hp, sh, centred, wpn, last, progress) -> np.ndarray:
+        """on-policy's agent-specific state ``[B, A, S]`` (StarCraft2_Env.py:1327-1520
+        ``get_state_agent``): allies (but itself), enemies, moves, own features, one-hot id
+        and the step; a dead agent's is zeros but for its id under ``use_mustalive``."""
+        A, B, f32 = self.n_allies, self.num_envs, np.float32
+        opt, alive = self.opt, self.alive
+        me_alive = alive[:, :A, None]  # [B, A, 1]
+        sight = self.sight[:, :A, None]
+        # a dead agent's own place (use_mustalive off): where it died, SC2's last known unit;
+        # what is relative to it is zero (StarCraft2_Env.py:1399, 1436: "if unit.health > 0")
+        dead_xy = (self.death_pos[:, :A] - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
+        own_xy = np.where(alive[:, :A], centred[:, :A], dead_xy)
+        # relative to the agent, each unit: [dist, dx, dy] / sight, and within sight
+        rel = np.stack([dist, dz.real, dz.imag], -1) / sight[..., None] * me_alive[..., None]
+        seen = ((dist < sight) & me_alive)[..., None].astype(f32)  # [B, A, U, 1]
+        shape = (B, A, self.n_units)
+        each = lambda x: np.broadcast_to(x[:, None, :, None], (*shape, 1))  # noqa: E731
+        xy = [each(centred.real), each(centred.imag)] if opt.add_center_xy else []
+        onehot = np.broadcast_to(self.onehot[:, None], (*shape, self.type_bits))
+        shield = lambda on: [each(sh)] if on else []  # noqa: E731
+        # enemies: available, distance, dx, dy, visible, health, shield, type, centre x/y
+        first = self.n_no_attack
+        en = [mask[:, :, first:, None], rel[:, :, A:, :], seen[:, :, A:], each(hp)[:, :, A:]]
+        en += [p[:, :, A:] for p in shield(self.shield_enemy)]
+        en += [onehot[:, :, A:], *(p[:, :, A:] for p in xy)]
+        en = np.concatenate(en, -1) * alive[:, None, A:, None]
+        # allies: visible, distance, dx, dy, cooldown (energy), health, shield, centre, type,
+        # last action
+        al = [seen[:, :, :A], rel[:, :, :A], each(wpn)[:, :, :A], each(hp)[:, :, :A]]
+        al += [p[:, :, :A] for p in shield(self.shield_ally)]
+        al += [*(p[:, :, :A] for p in xy), onehot[:, :, :A]]
+        if opt.state_last_action:
+            al.append(np.broadcast_to(last[:, None], (B, A, A, self.n_actions)))
+        al = np.concatenate(al, -1) * alive[:, None, :A, None]
+        rows = np.arange(A)[:, None]
+        al = al[:, rows, self._others]  # [B, A, A - 1, nf]
+        # own: 1, 0, 0, 0, health, shield, centre, type, last action
+        own = [np.ones((B, A, 1), f32), np.zeros((B, A, 3), f32), hp[:, :A, None]]
+        if self.shield_ally:
+            own.append(sh[:, :A, None])
+        if opt.add_center_xy:
+            own += [own_xy.real[..., None], own_xy.imag[..., None]]
+        own.append(self.onehot[:, :A])
+        if opt.state_last_action:
+            own.append(last)
+        own = np.concatenate(own, -1)
+        body = [al.reshape(B, A, -1), en.reshape(B, A, -1), mask[:, :, 2:6], own]
+        body = np.concatenate(body, -1)
+        if opt.use_mustalive:
+            body = body * me_alive
+        ids = np.broadcast_to(np.eye(A, dtype=f32), (B, A, A))
+        parts = [body, ids] + [progress] * opt.state_timestep_number
+        return np.concatenate(parts, -1).astype(f32)
 
     def _cone(self, dz, dist, reach) -> np.ndarray:
         """SMACv2's ``is_position_in_cone``: within ``reach`` and within half the cone's angle
@@ -945,4 +1032,11 @@ class BattleBatch(VectorEnv):
             {"agent": final_obs},
             final_state,
             self.info,
+            self._active(),
         )
+
+    def _active(self) -> dict[str, np.ndarray]:
+        """Who is alive at the observation just made (MAPPO's active masks: on-policy's
+        smac_runner.py:141-143 masks an agent from the step after it died to its episode's
+        end; a reset battle's agents are all alive)."""
+        return {"agent": self.alive[:, : self.n_allies].copy()}
