@@ -277,8 +277,12 @@ class Policy:
     def pack(self, mid: str, obs: dict[str, Any], state: np.ndarray | None) -> dict:
         """Module ``mid``'s input rows for the agents of ``obs`` (agent -> observation, or
         ``{"observations", "action_mask"}`` where the env masks actions)."""
-        spec = self.modules[mid].spec
+        m = self.modules[mid]
+        spec = m.spec
         agents = list(obs)
+        if state is not None and np.ndim(state) == 2:  # a per-agent state [N, S]: each its own
+            where = dict(zip(m.agents, m.env_index, strict=True))
+            state = np.asarray(state)[[where[a] for a in agents]]
         masked = isinstance(obs[agents[0]], dict)
         x = np.stack([obs[a]["observations"] if masked else obs[a] for a in agents])
         mask = np.stack([obs[a]["action_mask"] for a in agents]) if masked else None

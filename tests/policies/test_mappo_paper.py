@@ -449,6 +449,36 @@ def test_state_agent_options_are_checked():
     assert on.state_space.shape[1] - off.state_space.shape[1] == 2 * (3 + 2 + 1)
 
 
+def test_a_per_agent_state_reaches_each_agents_critic_row():
+    """``state_space`` (A, S): every module writes its own agents' states, in the sampler's and
+    the acting helpers' paths, per-agent modules included."""
+    import envs
+    from policies.inference import ModulePolicy, Policy
+    from policies.sampling import _Module, slot_from_config
+
+    info = algorithm.get("mappo")
+    env_config = {"use_state_agent": True}
+    specs = info.modules("smac/3m-v0", info.settings(), env_config=env_config, sharing="per_agent")
+    policy = Policy({mid: ModulePolicy(s.build()) for mid, s in specs.rl_module_specs.items()})
+    vec = envs.make_vector("smac/3m-v0", 2, seed=0, **env_config)
+    step = vec.reset()
+    assert step.state.shape == (2, 3, vec.state_space.shape[1])
+    actions, _ = policy.act_vector(step)
+    assert actions["agent"].shape == (2, 3)
+    for mid, spec in specs.rl_module_specs.items():  # the sampler's module rows
+        slot = slot_from_config(mid, spec)
+        m = _Module(slot, BatchSpec.from_dict(spec.model_config["batch_spec"]), None, True, None)
+        rows = m.spec.buffers(2, 1)
+        m.write(rows, step.obs, step.action_mask, step.state)
+        assert np.array_equal(rows["state"][:, 0], step.state[:, slot.env_index[0]])
+    env = envs.make("smac/3m-v0", **env_config)
+    obs, _ = env.reset(seed=0)
+    assert env.state().shape == (3, vec.state_space.shape[1])
+    packed = policy.pack(policy.module_of["agent_2"], {"agent_2": obs["agent_2"]}, env.state())
+    assert np.array_equal(packed["state"][0], env.state()[2])
+    assert set(policy.act(obs, env.state())) == set(obs)
+
+
 # -- the algorithm ------------------------------------------------------------------------------
 
 
