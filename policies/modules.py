@@ -68,7 +68,7 @@ class ModelSettings:
     after each hidden layer's activation, mlp.py:7-24; GRU weights orthogonal with gain 1 and
     zero biases, a LayerNorm after the GRU, rnn.py:13-22,79). Heads are the same in both:
     orthogonal, gain 0.01 for the policy (r_actor_critic.py:39 with config.py:211 ``--gain``),
-    1 for the value (r_actor_critic.py:146-152, util.py:7)."""
+    1 for the value (r_actor_critic.py:146-152, onpolicy/algorithms/utils/util.py:7)."""
     value_norm: bool = False
     """The critic predicts values normalised by running statistics of the value targets
     (MAPPO's ``use_valuenorm``, ``policies.value_norm``)."""

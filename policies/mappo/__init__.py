@@ -58,11 +58,11 @@ PAPER_LOSS = {
     "value_loss": "huber",  # use_huber_loss=True (config.py:265)
     "huber_delta": 10.0,  # huber_delta (config.py:270)
     # use_clipped_value_loss=True (config.py:243-244): the value moves at most clip_param
-    # from the sampled one (r_mappo.py:59-60; vf_clip_param follows clip_param per map)
+    # from the sampled one (r_mappo.py:62-63; vf_clip_param follows clip_param per map)
     "value_clip": "change",
     "policy_active_masks": True,  # use_policy_active_masks=True (config.py:268-269)
     "value_active_masks": True,  # use_value_active_masks=True (config.py:266-267)
-    # advantages standardised over the batch's rows of live agents (r_mappo.py:181-187)
+    # advantages standardised over the batch's rows of live agents (r_mappo.py:179-187)
     "advantage_norm": "active_batch",
     "adam_eps": 1e-5,  # opti_eps (config.py:228); weight_decay 0 (config.py:230)
 }
@@ -80,7 +80,7 @@ PAPER_MODEL = {
 }
 PAPER_MODEL_V1 = {"agent_id": True}
 """SMAC v1: the actor reads the agent's one-hot id after its observation (StarCraft2_Env's
-``obs_agent_id=True``, StarCraft2_Env.py:84, 1120-1126)."""
+``obs_agent_id=True``, StarCraft2_Env.py:84, 1122-1128)."""
 PAPER_ENV = {
     "use_state_agent": True,  # train_smac.py:119 (StarCraft2_Env.get_state_agent)
     "use_mustalive": True,  # train_smac.py:120: a dead agent's state is zeros but for its id

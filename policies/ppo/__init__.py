@@ -48,6 +48,15 @@ MAX_COEFF = 1e3
 """The largest loss coefficient (entropy, value, KL)."""
 
 
+HINTS = {
+    "value_loss": f"{'/'.join(VALUE_LOSSES)}; huber not with value_clip=loss",
+    "huber_delta": "> 0",
+    "advantage_norm": "active_batch with model.seeds=1 only",
+    "demos": "with model.seeds=1 and without model.value_norm",
+}
+"""What the message of a bad value adds for the settings the general rule does not cover."""
+
+
 @dataclass
 class PPOSettings:
     """Hyper-parameters of PPO (``--set key=value`` fills these; ``model.KEY`` the network)."""
@@ -168,9 +177,14 @@ class PPOSettings:
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
             # cloning demonstrations trains one network, not one block of rows per seed
-            "demos": not (self.demos and self.model.seeds > 1),
+            # ... nor a critic in normalised units (its targets are the return's)
+            "demos": not (self.demos and (self.model.seeds > 1 or self.model.value_norm)),
         }
-        bad = [f"{k}={shown(getattr(self, k))}" for k, ok in checks.items() if not ok]
+        bad = [
+            f"{k}={shown(getattr(self, k))}" + (f" ({HINTS[k]})" if k in HINTS else "")
+            for k, ok in checks.items()
+            if not ok
+        ]
         if not finite:
             bad.append("a float that is not finite")
         bad += self.model.problems()
@@ -181,9 +195,7 @@ class PPOSettings:
                 "gae_lambda in [0, 1], "
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
                 "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096, value_clip in "
-                f"{'/'.join(VALUE_CLIPS)}, advantage_norm in {'/'.join(ADVANTAGE_NORMS)} "
-                "(active_batch with model.seeds=1), value_loss in "
-                f"{'/'.join(VALUE_LOSSES)} (huber not with value_clip=loss), huber_delta > 0, "
+                f"{'/'.join(VALUE_CLIPS)}, advantage_norm in {'/'.join(ADVANTAGE_NORMS)}, "
                 "adam_eps in (0, 1], learner_threads in 1..256, demos only with model.seeds=1)"
             )
 

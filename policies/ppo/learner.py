@@ -64,7 +64,7 @@ class LossSettings:
     """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
     whole ``batch`` (RLlib), over the batch's active rows (``active_batch``: mean and
     population std of the rows whose active mask is 1, std + 1e-5; MAPPO,
-    marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/r_mappo/r_mappo.py:183-187), or
+    marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/r_mappo/r_mappo.py:179-187), or
     ``none``."""
     value_loss: str = "squared"
     """The value error's loss: ``squared`` (half the square) or ``huber`` (on-policy's
@@ -134,7 +134,7 @@ def value_loss(values, sampled, targets, loss: LossSettings, active=None) -> tor
     """The value loss of ``values`` against ``targets`` (``sampled``: the values the rollout
     saw, the reference of the ``change`` clip; ``active``: the rows the mean is over, None:
     all). With ``value_loss="huber"`` and ``value_clip="change"`` this is on-policy's
-    ``cal_value_loss`` (onpolicy/algorithms/r_mappo/r_mappo.py:59-87)."""
+    ``cal_value_loss`` (onpolicy/algorithms/r_mappo/r_mappo.py:52-87)."""
     if loss.value_clip == "loss":
         return masked_mean(((values - targets) ** 2).clamp(0, loss.vf_clip_param), active)
     if loss.value_loss == "huber":
@@ -152,7 +152,7 @@ def value_loss(values, sampled, targets, loss: LossSettings, active=None) -> tor
 
 def active_standardised(adv: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
     """``adv`` standardised by the mean and population std of its active rows, std + 1e-5
-    (on-policy's ``np.nanmean``/``np.nanstd`` with dead rows as NaN, r_mappo.py:183-187)."""
+    (on-policy's ``np.nanmean``/``np.nanstd`` with dead rows as NaN, r_mappo.py:179-187)."""
     if active is None:
         active = torch.ones_like(adv)
     keep = active > 0

@@ -212,7 +212,7 @@ def test_active_masked_losses_are_the_losses_of_the_active_rows():
 
 
 def test_active_batch_advantages_are_standardised_over_live_rows():
-    """r_mappo.py:181-187: NaN for dead rows, nanmean / nanstd, std + 1e-5."""
+    """r_mappo.py:179-187: NaN for dead rows, nanmean / nanstd, std + 1e-5."""
     adv = np.array([1.0, 5.0, -2.0, 0.5, 9.0, 3.0], np.float32)
     active = np.array([1, 0, 1, 1, 0, 1], np.float32)
     copy = adv.astype(np.float64).copy()
