@@ -309,6 +309,9 @@ def test_onpolicy_init_and_input_layer_norm():
     for name, p in m.pi_gru.named_parameters():
         assert (not p.any()) if "bias" in name else _orthogonal(p, 1.0)
     assert isinstance(m.pi_gru_norm, torch.nn.LayerNorm)
+    rows = m.spec.pack(np.ones((4, 6)), np.ones((4, 5)), np.ones((4, 4)), np.arange(4) % 3)
+    logits, h = m.step({k: torch.tensor(v) for k, v in rows.items()}, m.initial_state_rows(4))
+    assert logits.shape == (4, 5) and h["critic"].shape == (4, 64)
     tanh = _module(init="onpolicy")
     assert _orthogonal(tanh.vf_body[0].weight, 5 / 3)  # calculate_gain("tanh")
     arena = _module()
