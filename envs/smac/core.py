@@ -892,56 +892,84 @@ class BattleBatch(VectorEnv):
     def _state_agent(self, mask, dz, dist, hp, sh, centred, wpn, last, progress) -> np.ndarray:
         """on-policy's agent-specific state ``[B, A, S]`` (StarCraft2_Env.py:1327-1520
         ``get_state_agent``): allies (but itself), enemies, moves, own features, one-hot id
-        and the step; a dead agent's is zeros but for its id under ``use_mustalive``."""
-        A, B, f32 = self.n_allies, self.num_envs, np.float32
-        opt, alive = self.opt, self.alive
-        me_alive = alive[:, :A, None]  # [B, A, 1]
+        and the step; a dead agent's is zeros but for its id under ``use_mustalive``. Written
+        feature by feature into one array (views per block), no concatenation."""
+        A, E, B, f32 = self.n_allies, self.n_enemies, self.num_envs, np.float32
+        opt, alive, bits = self.opt, self.alive, self.type_bits
+        out = np.zeros((B, A, self.state_space.shape[1]), f32)
+        n_al, n_en = (A - 1) * self.nf_agent_ally, E * self.nf_agent_enemy
+        al = out[:, :, :n_al].reshape(B, A, A - 1, self.nf_agent_ally)
+        en = out[:, :, n_al : n_al + n_en].reshape(B, A, E, self.nf_agent_enemy)
+        at = n_al + n_en
+        move, own = out[:, :, at : at + 4], out[:, :, at + 4 : at + 4 + self.nf_agent_own]
+        body = at + 4 + self.nf_agent_own  # then the one-hot id and the step
+        out[:, :, body : body + A] = np.eye(A, dtype=f32)
+        if opt.state_timestep_number:
+            out[:, :, -1] = progress[..., 0]
+        me = alive[:, :A, None]  # [B, A, 1]
         sight = self.sight[:, :A, None]
-        # a dead agent's own place (use_mustalive off): where it died, SC2's last known unit;
-        # what is relative to it is zero (StarCraft2_Env.py:1399, 1436: "if unit.health > 0")
-        dead_xy = (self.death_pos[:, :A] - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
-        own_xy = np.where(alive[:, :A], centred[:, :A], dead_xy)
-        # relative to the agent, each unit: [dist, dx, dy] / sight, and within sight
-        rel = np.stack([dist, dz.real, dz.imag], -1) / sight[..., None] * me_alive[..., None]
-        seen = ((dist < sight) & me_alive)[..., None].astype(f32)  # [B, A, U, 1]
-        shape = (B, A, self.n_units)
-        each = lambda x: np.broadcast_to(x[:, None, :, None], (*shape, 1))  # noqa: E731
-        xy = [each(centred.real), each(centred.imag)] if opt.add_center_xy else []
-        onehot = np.broadcast_to(self.onehot[:, None], (*shape, self.type_bits))
-        shield = lambda on: [each(sh)] if on else []  # noqa: E731
+
+        def relative(block, cols, live):
+            """distance, dx, dy over sight, only seen by a live agent (StarCraft2_Env.py:1399,
+            1436: "if unit.health > 0")."""
+            near = live & me
+            block[..., 1] = dist[cols] / sight * near
+            block[..., 2] = dz.real[cols] / sight * near
+            block[..., 3] = dz.imag[cols] / sight * near
+            return (dist[cols] < sight) & near  # within sight
+
         # enemies: available, distance, dx, dy, visible, health, shield, type, centre x/y
         first = self.n_no_attack
-        en = [mask[:, :, first:, None], rel[:, :, A:, :], seen[:, :, A:], each(hp)[:, :, A:]]
-        en += [p[:, :, A:] for p in shield(self.shield_enemy)]
-        en += [onehot[:, :, A:], *(p[:, :, A:] for p in xy)]
-        en = np.concatenate(en, -1) * alive[:, None, A:, None]
-        # allies: visible, distance, dx, dy, cooldown (energy), health, shield, centre, type,
-        # last action
-        al = [seen[:, :, :A], rel[:, :, :A], each(wpn)[:, :, :A], each(hp)[:, :, :A]]
-        al += [p[:, :, :A] for p in shield(self.shield_ally)]
-        al += [*(p[:, :, :A] for p in xy), onehot[:, :, :A]]
-        if opt.state_last_action:
-            al.append(np.broadcast_to(last[:, None], (B, A, A, self.n_actions)))
-        al = np.concatenate(al, -1) * alive[:, None, :A, None]
-        rows = np.arange(A)[:, None]
-        al = al[:, rows, self._others]  # [B, A, A - 1, nf]
-        # own: 1, 0, 0, 0, health, shield, centre, type, last action
-        own = [np.ones((B, A, 1), f32), np.zeros((B, A, 3), f32), hp[:, :A, None]]
-        if self.shield_ally:
-            own.append(sh[:, :A, None])
+        live = alive[:, None, A:]  # [B, 1, E]
+        en[..., 0] = mask[:, :, first : first + E] * live
+        en[..., 4] = relative(en, np.s_[:, :, A:], live)
+        en[..., 5] = hp[:, None, A:] * live
+        c = 6
+        if self.shield_enemy:
+            en[..., c] = sh[:, None, A:] * live
+            c += 1
+        en[..., c : c + bits] = self.onehot[:, None, A:] * live[..., None]
         if opt.add_center_xy:
-            own += [own_xy.real[..., None], own_xy.imag[..., None]]
-        own.append(self.onehot[:, :A])
+            en[..., c + bits] = centred.real[:, None, A:] * live
+            en[..., c + bits + 1] = centred.imag[:, None, A:] * live
+        # allies: visible, distance, dx, dy, cooldown (energy), health, shield, centre x/y,
+        # type, last action
+        others = self._others  # [A, A - 1]
+        live = alive[:, others]  # [B, A, A - 1]
+        al[..., 0] = relative(al, np.s_[:, np.arange(A)[:, None], others], live)
+        al[..., 4] = wpn[:, others] * live
+        al[..., 5] = hp[:, others] * live
+        c = 6
+        if self.shield_ally:
+            al[..., c] = sh[:, others] * live
+            c += 1
+        if opt.add_center_xy:
+            al[..., c] = centred.real[:, others] * live
+            al[..., c + 1] = centred.imag[:, others] * live
+            c += 2
+        al[..., c : c + bits] = self.onehot[:, others] * live[..., None]
         if opt.state_last_action:
-            own.append(last)
-        own = np.concatenate(own, -1)
-        body = [al.reshape(B, A, -1), en.reshape(B, A, -1), mask[:, :, 2:6], own]
-        body = np.concatenate(body, -1)
+            al[..., c + bits :] = last[:, others] * live[..., None]
+        # moves, then own: 1, 0, 0, 0, health, shield, centre x/y, type, last action
+        move[:] = mask[:, :, 2:6]
+        own[..., 0] = 1.0
+        own[..., 4] = hp[:, :A]
+        c = 5
+        if self.shield_ally:
+            own[..., c] = sh[:, :A]
+            c += 1
+        if opt.add_center_xy:
+            # a dead agent's place (use_mustalive off): where it died, SC2's last known unit
+            dead_xy = (self.death_pos[:, :A] - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
+            xy = np.where(alive[:, :A], centred[:, :A], dead_xy)
+            own[..., c], own[..., c + 1] = xy.real, xy.imag
+            c += 2
+        own[..., c : c + bits] = self.onehot[:, :A]
+        if opt.state_last_action:
+            own[..., c + bits :] = last
         if opt.use_mustalive:
-            body = body * me_alive
-        ids = np.broadcast_to(np.eye(A, dtype=f32), (B, A, A))
-        parts = [body, ids] + [progress] * opt.state_timestep_number
-        return np.concatenate(parts, -1).astype(f32)
+            out[:, :, :body] *= me
+        return out
 
     def _cone(self, dz, dist, reach) -> np.ndarray:
         """SMACv2's ``is_position_in_cone``: within ``reach`` and within half the cone's angle
