@@ -124,10 +124,11 @@ def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
 
 def masked_mean(x: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
     """The mean of ``x`` over the rows whose ``active`` mask is 1 (all rows when None), as
-    on-policy averages its masked losses: ``(x * mask).sum() / mask.sum()``."""
+    on-policy averages its masked losses: ``(x * mask).sum() / mask.sum()`` (0, not NaN, for a
+    minibatch of dead agents alone)."""
     if active is None:
         return x.mean()
-    return (x * active).sum() / active.sum()
+    return (x * active).sum() / active.sum().clamp(min=1.0)
 
 
 def value_loss(values, sampled, targets, loss: LossSettings, active=None) -> torch.Tensor:
