@@ -65,6 +65,9 @@ PAPER_LOSS = {
     # advantages standardised over the batch's rows of live agents (r_mappo.py:179-187)
     "advantage_norm": "active_batch",
     "adam_eps": 1e-5,  # opti_eps (config.py:228); weight_decay 0 (config.py:230)
+    # separate actor and critic Adam optimisers (rMAPPOPolicy.py:31-37), each clipped at
+    # max_grad_norm (use_max_grad_norm, config.py:253-256; r_mappo.py:149, 163)
+    "grad_clip_per_network": True,
 }
 PAPER_MODEL = {
     "recurrent": True,  # use_recurrent_policy=True (config.py:217)

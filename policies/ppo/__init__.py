@@ -52,6 +52,7 @@ HINTS = {
     "value_loss": f"{'/'.join(VALUE_LOSSES)}; huber not with value_clip=loss",
     "huber_delta": "> 0",
     "advantage_norm": "active_batch with model.seeds=1 only",
+    "grad_clip_per_network": "with model.seeds=1 only",
     "demos": "with model.seeds=1 and without model.value_norm",
 }
 """What the message of a bad value adds for the settings the general rule does not cover."""
@@ -90,6 +91,9 @@ class PPOSettings:
     ``use_policy_active_masks``; the env says who is alive, e.g. SMAC; others: every row)."""
     value_active_masks: bool = False
     """The value loss averages over the rows of live agents only (``use_value_active_masks``)."""
+    grad_clip_per_network: bool = False
+    """Clip the actor's and the critic's gradient norms to ``grad_clip`` apart (MAPPO's separate
+    actor and critic optimisers), not their joint norm. One seed (``model.seeds=1``)."""
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     learner_threads: int = 1
@@ -164,6 +168,7 @@ class PPOSettings:
             "value_loss": self.value_loss in VALUE_LOSSES
             and not (self.value_loss == "huber" and self.value_clip == "loss"),
             "huber_delta": self.huber_delta > 0,
+            "grad_clip_per_network": not (self.grad_clip_per_network and self.model.seeds > 1),
             "adam_eps": 0 < self.adam_eps <= 1,
             "learner_threads": 0 < self.learner_threads <= 256,
             "train_batch_size": self.train_batch_size > 0,
@@ -335,7 +340,7 @@ def array_only_settings(settings: PPOSettings) -> list[str]:
     """The settings (``key=value``) that only :class:`ArrayPPOLearner` and the array path's
     GAE implement (MAPPO's value normaliser, Huber loss, active masks)."""
     default = PPOSettings()
-    keys = ("value_loss", "policy_active_masks", "value_active_masks")
+    keys = ("value_loss", "policy_active_masks", "value_active_masks", "grad_clip_per_network")
     out = [
         f"{k}={getattr(settings, k)}" for k in keys if getattr(settings, k) != getattr(default, k)
     ]

@@ -77,6 +77,10 @@ class LossSettings:
     value_active_masks: bool = False
     """The value loss is a mean over the active rows only (``use_value_active_masks``,
     r_mappo.py:84-85)."""
+    grad_clip_per_network: bool = False
+    """Clip the actor's and the critic's gradients to ``grad_clip`` apart (MAPPO's separate
+    actor and critic optimisers, each clipped at ``max_grad_norm``, r_mappo.py:143-167), not
+    their joint norm."""
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     vf_clip_param: float = 0.2
@@ -113,6 +117,16 @@ def clip_per_seed(params: list[torch.Tensor], max_norm: float, seeds: int) -> No
     scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(scale.view(seeds, *[1] * (g.dim() - 1)))
+
+
+def clip_groups(module, params: list[torch.Tensor], per_network: bool) -> list[list[torch.Tensor]]:
+    """The parameter groups whose gradient norms are clipped apart: all of ``params`` as one,
+    or (``per_network``) the critic's (``vf_*``) and the rest, the actor's."""
+    if not per_network:
+        return [params]
+    critic = {id(p) for name, p in module.named_parameters() if name.startswith("vf_")}
+    groups = [[p for p in params if id(p) not in critic], [p for p in params if id(p) in critic]]
+    return [g for g in groups if g]
 
 
 def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
@@ -243,6 +257,7 @@ class ArrayPPOLearner(PPOTorchLearner):
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
         offsets = torch.arange(seeds)[:, None] * n
+        groups = clip_groups(module.unwrapped(), params, loss.grad_clip_per_network)
         for epoch in range(num_epochs):
             # each seed's rows shuffled apart; minibatch j = seed blocks of chunk j, in a row
             order = torch.argsort(torch.rand(seeds, n), dim=1) + offsets
@@ -255,7 +270,8 @@ class ArrayPPOLearner(PPOTorchLearner):
                 optimizer.zero_grad(set_to_none=True)
                 (total * seeds).backward()  # each seed's gradient is that of its own mean loss
                 if seeds == 1:
-                    torch.nn.utils.clip_grad_norm_(params, loss.grad_clip, foreach=True)
+                    for group in groups:
+                        torch.nn.utils.clip_grad_norm_(group, loss.grad_clip, foreach=True)
                 else:
                     clip_per_seed(params, loss.grad_clip, seeds)
                 optimizer.step()

@@ -28,6 +28,7 @@ from policies.ppo.learner import (
     ArrayPPOLearner,
     LossSettings,
     active_standardised,
+    clip_groups,
     huber,
     value_loss,
 )
@@ -239,6 +240,29 @@ def test_the_loss_updates_the_value_normaliser_and_learns_normalised_targets():
         values, batch[Columns.VF_PREDS].numpy(), norm_targets, np.ones(10), 0.2, 10.0
     )
     assert stats["vf_loss"].item() == pytest.approx(expected, rel=1e-4)
+
+
+def test_actor_and_critic_gradients_are_clipped_apart():
+    """r_mappo.py:149, 163: each network's gradient norm is clipped at max_grad_norm alone."""
+    m = _module()
+    params = list(m.parameters())
+    for p in params:
+        p.grad = torch.full_like(p, 1.0 if p is m.vf_head.weight else 0.0)
+    for p in m.pi_head.parameters():
+        p.grad = torch.full_like(p, 5.0)
+    actor, critic = clip_groups(m, params, per_network=True)
+    assert any(p is m.vf_head.weight for p in critic) and not any(
+        p is m.vf_head.weight for p in actor
+    )
+    assert len(actor) + len(critic) == len(params) and clip_groups(m, params, False) == [params]
+    norm = lambda group: torch.sqrt(sum((p.grad**2).sum() for p in group)).item()  # noqa: E731
+    critic_norm = norm(critic)  # 1 x sqrt(64) = 8: within 10, stays
+    assert critic_norm == pytest.approx(8.0) and norm(actor) > 10  # jointly both would shrink
+    for group in (actor, critic):
+        torch.nn.utils.clip_grad_norm_(group, 10.0)
+    assert norm(actor) == pytest.approx(10.0, rel=1e-4) and norm(critic) == pytest.approx(
+        critic_norm
+    )
 
 
 # -- GAE with the normaliser -----------------------------------------------------------------
@@ -497,6 +521,7 @@ def test_paper_sets_the_pieces_and_the_env_options():
         0.05,
     )
     assert s.policy_active_masks and s.value_active_masks and s.advantage_norm == "active_batch"
+    assert s.grad_clip_per_network
     model = s.model
     assert (model.value_norm, model.input_norm, model.init, model.activation) == (
         True,
@@ -545,6 +570,7 @@ def test_one_iteration_with_every_piece_trains_and_syncs_the_normaliser(ray_sess
         policy_active_masks=True,
         value_active_masks=True,
         advantage_norm="active_batch",
+        grad_clip_per_network=True,
         model=model,
     )
     algo = info.build(
