@@ -84,17 +84,29 @@ PAPER_MODEL = {
 PAPER_MODEL_V1 = {"agent_id": True}
 """SMAC v1: the actor reads the agent's one-hot id after its observation (StarCraft2_Env's
 ``obs_agent_id=True``, StarCraft2_Env.py:84, 1122-1128)."""
+PAPER_SMACV2_LOSS = {
+    "policy_active_masks": False,
+    "value_active_masks": False,
+    "advantage_norm": "batch",
+}
+"""SMACv2: on-policy's wrapper marks every agent done only when the episode is
+(onpolicy/envs/starcraft2/SMACv2.py:36), so its active masks are all ones: no masks, and the
+advantages standardised over the whole batch (RLlib's sample std + 1e-8 for on-policy's
+population std + 1e-5: the same at thousands of rows)."""
+PAPER_ENV_ALL = {
+    # use_proper_time_limits=False (config.py:263): a time-out ends the episode and is not
+    # bootstrapped (StarCraft2_Env.py:560-563 and SMACv2's env set terminated)
+    "terminate_at_limit": True,
+}
 PAPER_ENV = {
+    **PAPER_ENV_ALL,
     "use_state_agent": True,  # train_smac.py:119 (StarCraft2_Env.get_state_agent)
     "use_mustalive": True,  # train_smac.py:120: a dead agent's state is zeros but for its id
     "add_center_xy": True,  # train_smac.py:121
     "obs_last_action": True,  # StarCraft2_Env.py:79: allies' last actions in the observation
-    # use_proper_time_limits=False (config.py:263): a time-out ends the episode and is not
-    # bootstrapped (StarCraft2_Env.py:560-563 sets terminated)
-    "terminate_at_limit": True,
 }
-"""The SMAC v1 env options of every paper run (SMACv2 scenarios keep theirs: on-policy runs
-SMACv2's own env, onpolicy/envs/starcraft2/SMACv2.py)."""
+"""The SMAC v1 env options of every paper run; SMACv2 scenarios get :data:`PAPER_ENV_ALL`
+only (on-policy runs SMACv2's own env with its state, onpolicy/envs/starcraft2/SMACv2.py)."""
 
 
 @dataclass
@@ -120,7 +132,8 @@ def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
         )
     name = rest.rsplit("-v", 1)[0]
     per_map = PAPER_SMACV2 if family == "smacv2" else PAPER_PER_MAP.get(name, {})
-    knobs = {**PAPER_COMMON, **PAPER_LOSS, **per_map}
+    knobs = {**PAPER_COMMON, **PAPER_LOSS, **(PAPER_SMACV2_LOSS if family == "smacv2" else {})}
+    knobs.update(per_map)
     minibatches = knobs.pop("minibatches")
     knobs["minibatch_size"] = knobs["train_batch_size"] // minibatches
     knobs["vf_clip_param"] = knobs["clip_param"]  # on-policy clips the value with clip_param
@@ -139,18 +152,21 @@ def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
 
 
 def paper_env(env_id: str, settings: MAPPOSettings, env_config: dict) -> dict:
-    """``env_config`` with the MAPPO paper's SMAC v1 env options (:data:`PAPER_ENV`) where
-    ``paper`` is on; one the user set otherwise is an error."""
-    if not settings.paper or env_id.partition("/")[0] != "smac":
+    """``env_config`` with the MAPPO paper's SMAC env options (:data:`PAPER_ENV` on v1 maps,
+    :data:`PAPER_ENV_ALL` on SMACv2) where ``paper`` is on; one the user set otherwise is an
+    error."""
+    family = env_id.partition("/")[0]
+    if not settings.paper or family not in ("smac", "smacv2"):
         return env_config
-    clash = [f"{k}={env_config[k]!r}" for k, v in PAPER_ENV.items() if env_config.get(k, v) != v]
+    paper = PAPER_ENV if family == "smac" else PAPER_ENV_ALL
+    clash = [f"{k}={env_config[k]!r}" for k, v in paper.items() if env_config.get(k, v) != v]
     if clash:
-        sets = ", ".join(f"{k}={v}" for k, v in PAPER_ENV.items())
+        sets = ", ".join(f"{k}={v}" for k, v in paper.items())
         raise AlgorithmMismatch(
             f"mappo paper=true sets the env options {sets} itself (the MAPPO paper's SMAC "
             f"env); leave out {', '.join(clash)} or drop paper"
         )
-    return {**env_config, **PAPER_ENV}
+    return {**env_config, **paper}
 
 
 def declare(env_id: str, settings: MAPPOSettings, opts):

@@ -538,7 +538,11 @@ def test_paper_sets_the_pieces_and_the_env_options():
         "reward_sparse": False,
         **PAPER_ENV,
     }
-    assert info.env_config("smacv2/zerg_5_vs_5-v0", paper, {}) == {}
+    assert info.env_config("smacv2/zerg_5_vs_5-v0", paper, {}) == {"terminate_at_limit": True}
+    # SMACv2: on-policy's wrapper has every agent active (SMACv2.py:36)
+    v2 = paper_settings("smacv2/zerg_5_vs_5-v0", paper)
+    assert not v2.policy_active_masks and not v2.value_active_masks
+    assert (v2.advantage_norm, v2.value_loss) == ("batch", "huber")
     assert info.env_config("smac/3m-v0", info.settings(), {}) == {}
     with pytest.raises(AlgorithmMismatch, match="leave out use_state_agent=False"):
         info.env_config("smac/3m-v0", paper, {"use_state_agent": False})
