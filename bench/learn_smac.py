@@ -41,16 +41,18 @@ MAPPO_PAPER_WIN |= {"corridor": 100.0, "6h_vs_8z": 88.3, "27m_vs_30m": 93.8}
 MAPPO_PAPER_WIN |= {"protoss_5_vs_5": 56.4}
 
 
-def test_win_rate(module, map_name: str, battles: int) -> float:
+def test_win_rate(module, map_name: str, battles: int, env_config: dict | None = None) -> float:
     """Greedy test win rate of the shared ``module`` over ``battles`` battles stepped as one
-    batch (``policies.inference.test_episodes``; recurrent modules carry state)."""
+    batch (``policies.inference.test_episodes``; recurrent modules carry state), with the run's
+    env options ``env_config`` (``paper=true`` sets some)."""
     import torch
 
     from envs.smac.core import BattleBatch
     from policies.inference import ModulePolicy, Policy, test_episodes
 
     torch.set_num_threads(1)
-    core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False)
+    options = {k: v for k, v in (env_config or {}).items() if k != "map_name"}
+    core = BattleBatch(battles, seed=EVAL_SEED, map_name=map_name, auto_reset=False, **options)
     return float(test_episodes(Policy({"shared": ModulePolicy(module)}), core)["won"].mean())
 
 
@@ -91,7 +93,9 @@ def learn(
                 "train_s": round(trained, 1),
                 "train_win_rate": float(runners.get("win_rate", float("nan"))),
                 "train_return_mean": float(runners.get("episode_return_mean", float("nan"))),
-                "test_win_rate": test_win_rate(algo.get_module("shared"), map_name, battles),
+                "test_win_rate": test_win_rate(
+                    algo.get_module("shared"), map_name, battles, dict(algo.config.env_config)
+                ),
             }
             print(json.dumps(point), flush=True)
             points.append(point)

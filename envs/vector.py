@@ -61,7 +61,9 @@ class VectorStep:
     Attributes:
         obs: ``group -> [B, N_g, *obs_shape]`` observations (of the next episode where an env
             was reset).
-        state: float32 ``[B, S]`` global state for centralised critics (``S = 0``: none).
+        state: float32 ``[B, S]`` global state for centralised critics (``S = 0``: none), or
+            ``[B, N, S]`` where the env gives each agent its own (``state_space`` of shape
+            ``(N, S)``, agents in env order: SMAC's ``use_state_agent``).
         action_mask: ``group -> float32 [B, N_g, A]`` legal actions, for masked groups only.
         rewards: float32 ``[B, N]`` over all agents in env order (zeros after reset).
         terminated: bool ``[B]``; truncated: bool ``[B]`` (episode limit).
@@ -69,6 +71,9 @@ class VectorStep:
             (rows of other envs are undefined).
         info: per-env episode facts ``name -> [B]`` for the envs that ended this step (e.g.
             SMAC's ``battle_won``); rows of other envs are undefined. None if the env has none.
+        active: ``group -> bool [B, N_g]`` whether each agent is alive at this observation
+            (MAPPO's active masks: a dead agent's steps do not count in its loss); None: every
+            agent always is.
     """
 
     obs: dict[str, np.ndarray]
@@ -80,6 +85,7 @@ class VectorStep:
     final_obs: dict[str, np.ndarray]
     final_state: np.ndarray
     info: dict[str, np.ndarray] | None = None
+    active: dict[str, np.ndarray] | None = None
 
 
 class VectorEnv(abc.ABC):

@@ -71,7 +71,7 @@ class EnvFacts:
     @classmethod
     def of(cls, env_id: str, vec) -> EnvFacts:
         """The facts of a built vector env (``envs.vector.VectorEnv``)."""
-        return cls._of_groups(env_id, vec.groups.values(), int(vec.state_space.shape[0]))
+        return cls._of_groups(env_id, vec.groups.values(), int(vec.state_space.shape[-1]))
 
     @classmethod
     def probe(cls, env_id: str, env_config: dict | None = None) -> EnvFacts:
@@ -177,6 +177,11 @@ class AlgorithmInfo:
             with sampled arrays are the algorithm's own).
         prepare: optional ``prepare(env_id, settings) -> settings``: fills in what the settings
             imply for this env (a paper's preset, a run to start from), before anything else.
+        env_options: optional ``env_options(env_id, settings, env_config) -> env_config``: the
+            env's arguments with those the settings imply added (a paper's env setup; a
+            conflicting one the user gave is an :class:`AlgorithmMismatch`). A run stores the
+            result as its env arguments (``training.run.Run``), so eval and serve build the
+            same env.
         metrics: columns it adds to ``metrics.csv``, read from ``result["arena"]``.
         losses: its learner metrics, a column per trained module (``<module>/<name>``) in
             ``metrics.csv``, TensorBoard and the progress bar; a run whose losses stop being
@@ -200,6 +205,7 @@ class AlgorithmInfo:
     declare: Callable[..., Any] = field(repr=False)
     configure: Callable[..., Any] = field(repr=False)
     prepare: Callable[[str, Any], Any] | None = field(default=None, repr=False)
+    env_options: Callable[[str, Any, dict], dict] | None = field(default=None, repr=False)
     metrics: tuple[str, ...] = ()
     losses: tuple[str, ...] = PPO_LOSSES
     default_iterations: int | None = None
@@ -218,6 +224,13 @@ class AlgorithmInfo:
             raise AlgorithmMismatch(f"{self.name}: {e}") from None
         return settings
 
+    def env_config(self, env_id: str, settings: Any, env_config: dict | None) -> dict:
+        """``env_config`` with the env arguments ``settings`` imply (``env_options``)."""
+        env_config = dict(env_config or {})
+        if self.env_options is None:
+            return env_config
+        return self.env_options(env_id, settings, env_config)
+
     def modules(self, env_id: str, settings: Any, **options) -> Any:
         """The ``MultiRLModuleSpec`` of a run of ``env_id`` (``options``: :class:`RunOptions`'
         fields): how eval and serve rebuild a run's modules around saved weights without
@@ -228,13 +241,15 @@ class AlgorithmInfo:
             settings = self.prepared(env_id, settings)
         except AlgorithmMismatch:
             pass
-        return self.declare(env_id, settings, RunOptions(**options))
+        env_config = self.env_config(env_id, settings, options.pop("env_config", None))
+        return self.declare(env_id, settings, RunOptions(env_config=env_config, **options))
 
     def build(self, env_id: str, settings: Any, **options) -> Any:
         """The RLlib ``AlgorithmConfig`` that trains ``env_id`` (``options``:
         :class:`RunOptions`' fields). Settings, capabilities and options are checked first,
         before Ray starts: a mismatch is one :class:`AlgorithmMismatch` naming it."""
-        opts = RunOptions(**options)
+        env_config = self.env_config(env_id, settings, options.pop("env_config", None))
+        opts = RunOptions(env_config=env_config, **options)
         settings = self.prepared(env_id, settings)
         self.check(EnvFacts.probe(env_id, opts.env_config), recurrent_of(settings))
         modules = self.declare(env_id, settings, opts)

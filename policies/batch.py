@@ -6,7 +6,8 @@ A module input is a dict of arrays, one row per agent step::
                  a uint8 image [H, W, C] (kept uint8: no float copy of every frame), or
                  integer tokens [L]
     action_mask  float32 [A], 1 = legal (only where the env masks actions)
-    state        float32 [S], the env's global state (only for a centralised critic)
+    state        float32 [S], the env's global state, or the agent's own state where the env
+                 gives one per agent (only for a centralised critic)
     agent_id     float32 one-hot [K] of the agent's place among the module's agents (only
                  where the module needs to tell its agents apart, e.g. MAPPO's critic)
 
@@ -133,13 +134,16 @@ class BatchSpec:
 
     def write(self, dst: dict[str, np.ndarray], obs, mask=None, state=None) -> None:
         """Writes one step of B envs into ``dst`` (arrays ``[B*K, ...]`` for K module agents):
-        ``obs`` ``[B, K, *obs_shape]``, ``mask`` ``[B, K, A]``, ``state`` ``[B, S]``."""
+        ``obs`` ``[B, K, *obs_shape]``, ``mask`` ``[B, K, A]``, ``state`` ``[B, S]`` (one for
+        all K) or ``[B, K, S]`` (each agent's own)."""
         B, K = obs.shape[:2]
         dst[OBS].reshape(B, K, *self.obs_shape)[:] = obs
         if self.mask_dim:
             dst[MASK].reshape(B, K, self.mask_dim)[:] = mask
         if self.state_dim:
-            dst[STATE].reshape(B, K, self.state_dim)[:] = state[:, None, :]
+            dst[STATE].reshape(B, K, self.state_dim)[:] = (
+                state if state.ndim == 3 else state[:, None]
+            )
 
     def pack(self, obs, mask=None, state=None, agent_index=None) -> dict[str, np.ndarray]:
         """Input rows for ``n`` agent steps: ``obs`` ``[n, *obs_shape]``, ``mask`` ``[n, A]``,

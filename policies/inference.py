@@ -162,6 +162,7 @@ class ModulePolicy:
         self.spec = BatchSpec.from_dict(cfg["batch_spec"])
         self.agents: list[str] = list(cfg["slot"]["agents"])
         self.members = tuple((g, tuple(idx)) for g, idx in cfg["slot"].get("members", ()))
+        self.env_index = list(cfg["slot"].get("env_index", ()))
         self.action_space = module.action_space
         self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
         self.recurrent = bool(module.get_initial_state())
@@ -276,8 +277,12 @@ class Policy:
     def pack(self, mid: str, obs: dict[str, Any], state: np.ndarray | None) -> dict:
         """Module ``mid``'s input rows for the agents of ``obs`` (agent -> observation, or
         ``{"observations", "action_mask"}`` where the env masks actions)."""
-        spec = self.modules[mid].spec
+        m = self.modules[mid]
+        spec = m.spec
         agents = list(obs)
+        if state is not None and np.ndim(state) == 2:  # a per-agent state [N, S]: each its own
+            where = dict(zip(m.agents, m.env_index, strict=True))
+            state = np.asarray(state)[[where[a] for a in agents]]
         masked = isinstance(obs[agents[0]], dict)
         x = np.stack([obs[a]["observations"] if masked else obs[a] for a in agents])
         mask = np.stack([obs[a]["action_mask"] for a in agents]) if masked else None
@@ -295,7 +300,9 @@ class Policy:
             obs = gather(m.members, step.obs)
             B, K = obs.shape[:2]
             rows = m.spec.buffers(B * K)
-            m.spec.write(rows, obs, gather(m.members, step.action_mask), step.state)
+            state = step.state  # a per-agent state [B, N, S]: this module's agents' rows
+            state = state[:, m.env_index] if state.ndim == 3 else state
+            m.spec.write(rows, obs, gather(m.members, step.action_mask), state)
             acts, hidden[mid] = m.act_rows(rows, explore, hidden.get(mid))
             acts = acts.reshape(B, K, *acts.shape[1:])
             for g, _ in m.members:

@@ -30,6 +30,7 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 from policies.batch import AGENT_ID, MASK, OBS, STATE, BatchSpec
+from policies.value_norm import ValueNorm
 
 FLOAT_MIN = torch.finfo(torch.float32).min
 
@@ -57,6 +58,22 @@ class ModelSettings:
     """Independent copies of every network, one per seed, trained side by side in one process
     (``arena train --seeds N``): layers are :class:`GroupedLinear` and a batch's rows are
     ``seeds`` contiguous blocks, one per seed. Feed-forward vector-observation modules only."""
+    input_norm: bool = False
+    """A LayerNorm of the MLP's input in actor and critic (MAPPO's
+    ``use_feature_normalization``: marlbenchmark/on-policy@de66d7a:
+    onpolicy/algorithms/utils/mlp.py:46-47,52-53)."""
+    init: str = "arena"
+    """How hidden layers are built: ``arena`` (orthogonal, gain sqrt 2) or ``onpolicy``
+    (on-policy's ``MLPLayer``: orthogonal with ``calculate_gain(activation)``, a LayerNorm
+    after each hidden layer's activation, mlp.py:7-24; GRU weights orthogonal with gain 1 and
+    zero biases, a LayerNorm after the GRU, rnn.py:13-22,79). Heads are the same in both:
+    orthogonal, gain 0.01 for the policy (r_actor_critic.py:39 with config.py:211 ``--gain``),
+    1 for the value (r_actor_critic.py:146-152, onpolicy/algorithms/utils/util.py:7)."""
+    value_norm: bool = False
+    """The critic predicts values normalised by running statistics of the value targets
+    (MAPPO's ``use_valuenorm``, ``policies.value_norm``)."""
+
+    INITS = ("arena", "onpolicy")
 
     def __post_init__(self):
         self.hidden = [64, 64] if self.hidden is None else self.hidden
@@ -96,6 +113,13 @@ class ModelSettings:
         elif self.seeds > 1 and self.recurrent:
             bad.append(f"model.seeds={self.seeds} with model.recurrent (stacked seeds are "
                        "feed-forward only)")  # fmt: skip
+        if self.init not in self.INITS:
+            bad.append(f"model.init={shown(self.init)} ({' or '.join(self.INITS)})")
+        layer_norms = self.input_norm or self.init == "onpolicy" or self.value_norm
+        if self.seeds > 1 and layer_norms:
+            # LayerNorm and the value normaliser are not stacked per seed
+            bad.append(f"model.seeds={self.seeds} with model.input_norm, model.init=onpolicy "
+                       "or model.value_norm (one seed only)")  # fmt: skip
         return bad
 
 
@@ -147,14 +171,43 @@ def blocks(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x.reshape(groups, x.shape[0] // groups, *x.shape[1:])
 
 
-def mlp_body(sizes: list[int], activation: str, groups: int = 1) -> nn.Sequential:
-    """Hidden layers with orthogonal init (gain sqrt 2), each followed by the activation
-    (``groups > 1``: :class:`GroupedLinear` layers, one network per seed)."""
+def mlp_body(
+    sizes: list[int],
+    activation: str,
+    groups: int = 1,
+    *,
+    input_norm: bool = False,
+    init: str = "arena",
+) -> nn.Sequential:
+    """Hidden layers with orthogonal init, each followed by the activation (``groups > 1``:
+    :class:`GroupedLinear` layers, one network per seed).
+
+    ``init="arena"``: gain sqrt 2. ``init="onpolicy"``: on-policy's ``MLPLayer``, gain
+    ``calculate_gain(activation)`` and a LayerNorm after each activation
+    (marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/utils/mlp.py:11-24).
+    ``input_norm``: a LayerNorm of the input first (``use_feature_normalization``, mlp.py:52-53).
+    """
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-    layers: list[nn.Module] = []
+    onpolicy = init == "onpolicy"
+    gain = nn.init.calculate_gain(activation) if onpolicy else np.sqrt(2)
+    layers: list[nn.Module] = [nn.LayerNorm(sizes[0])] if input_norm else []
     for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
-        layers += [_linear(n_in, n_out, np.sqrt(2), groups), act()]
+        layers += [_linear(n_in, n_out, gain, groups), act()]
+        if onpolicy:
+            layers.append(nn.LayerNorm(n_out))
     return nn.Sequential(*layers)
+
+
+def onpolicy_gru(size: int) -> nn.GRU:
+    """A GRU initialised as on-policy's ``RNNLayer``: every weight matrix orthogonal (gain 1),
+    biases zero (onpolicy/algorithms/utils/rnn.py:13-20)."""
+    gru = nn.GRU(size, size, batch_first=True)
+    for name, param in gru.named_parameters():
+        if "bias" in name:
+            nn.init.zeros_(param)
+        else:
+            nn.init.orthogonal_(param)
+    return gru
 
 
 def seed_state_dict(state: dict[str, Any], seed: int, seeds: int) -> dict[str, Any]:
@@ -287,14 +340,23 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
     def build_networks(self, actor_in: int, critic_in: int, hidden: list[int], activation: str):
         """The layers of actor and critic after the encoder: body, GRU, head."""
-        G = self.settings.seeds
-        self.pi_body = mlp_body([actor_in, *hidden], activation, G)
-        self.vf_body = mlp_body([critic_in, *hidden], activation, G)
+        G, s = self.settings.seeds, self.settings
+        body = {"input_norm": s.input_norm, "init": s.init}
+        self.pi_body = mlp_body([actor_in, *hidden], activation, G, **body)
+        self.vf_body = mlp_body([critic_in, *hidden], activation, G, **body)
         h = self.gru_size = hidden[-1]
-        self.pi_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
-        self.vf_gru = nn.GRU(h, h, batch_first=True) if self.recurrent else None
+        onpolicy = s.init == "onpolicy"
+        gru = onpolicy_gru if onpolicy else (lambda n: nn.GRU(n, n, batch_first=True))
+        self.pi_gru = gru(h) if self.recurrent else None
+        self.vf_gru = gru(h) if self.recurrent else None
+        # on-policy's RNNLayer normalises the GRU's output (rnn.py:22,79)
+        norm = onpolicy and self.recurrent
+        self.pi_gru_norm = nn.LayerNorm(h) if norm else nn.Identity()
+        self.vf_gru_norm = nn.LayerNorm(h) if norm else nn.Identity()
         self.pi_head = _linear(h, self.n_out, 0.01, G)
         self.vf_head = _linear(h, 1, 1.0, G)
+        # the critic's outputs are normalised values (policies.value_norm)
+        self.value_norm = ValueNorm() if s.value_norm else None
 
     # -- state --------------------------------------------------------------------------------
 
@@ -360,6 +422,7 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         h = None
         if self.recurrent:
             z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
+            z = self.pi_gru_norm(z)
         out = self.pi_out(z, batch)
         if self.log_std is not None:
             log_std = self.log_std
@@ -377,6 +440,7 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         h = None
         if self.recurrent:
             z, h = self._recur(self.vf_gru, z, batch[Columns.STATE_IN]["critic"], lead)
+            z = self.vf_gru_norm(z)
         return self.vf_out(z, batch).reshape(*lead), h
 
     # -- RLlib ----------------------------------------------------------------------------------

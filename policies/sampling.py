@@ -176,6 +176,9 @@ class ModuleRollout:
             step t (the envs ``np.flatnonzero(done[t])``, in that order).
         state0 / states: recurrent modules: the state before the rollout ``[R, ...]`` and after
             each step ``[T, R, ...]``, per state key; else None.
+        active: float32 ``[T + 1, R]``, 1 where the row's agent is alive at that step's
+            observation (``VectorStep.active``), 0 where it is dead; None where the env does not
+            say (every agent always is).
     """
 
     inputs: dict[str, np.ndarray]
@@ -186,6 +189,7 @@ class ModuleRollout:
     final: dict[int, dict[str, np.ndarray]]
     state0: dict[str, np.ndarray] | None = None
     states: dict[str, np.ndarray] | None = None
+    active: np.ndarray | None = None
 
 
 @dataclass
@@ -197,8 +201,10 @@ class Rollout:
         done / terminated: ``[T, B]`` an episode ended after step t (terminated: not by the
             time limit).
         started: ``[B]`` steps each env's running episode had before the rollout.
-        env_state: the envs' global state ``[T + 1, B, S]`` (S = 0: none).
-        final_state: ``t -> [n, S]``, the last state of the episodes that ended at t.
+        env_state: the envs' global state ``[T + 1, B, S]`` (S = 0: none; ``[T + 1, B, N, S]``
+            where each agent has its own).
+        final_state: ``t -> [n, S]`` (or ``[n, N, S]``), the last state of the episodes that
+            ended at t.
         rewards: ``[T, B, N]`` every agent's reward, in env order.
     """
 
@@ -320,7 +326,16 @@ class _Module:
         return self.slot.gather(per_group)
 
     def write(self, dst: dict, step_obs, step_mask, state) -> None:
-        self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), state)
+        self.spec.write(dst, self.gather(step_obs), self.gather(step_mask), self.own(state))
+
+    def own(self, state: np.ndarray) -> np.ndarray:
+        """The global state ``[B, S]`` as it is, or this module's agents' rows ``[B, K, S]`` of
+        a per-agent state ``[B, N, S]``."""
+        return state[:, list(self.slot.env_index)] if state.ndim == 3 else state
+
+    def write_active(self, dst: np.ndarray, active: dict[str, np.ndarray] | None) -> None:
+        """This module's agents' active masks ``[B * K]`` (float, 1 = alive) into ``dst``."""
+        dst[:] = self.gather(active).reshape(-1)
 
 
 class VectorEnvRunner(EnvRunner, Checkpointable):
@@ -487,6 +502,9 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                 b.state0 = {k: v.numpy().copy() for k, v in m.state.items()}
                 b.states = {k: np.empty((T, *v.shape), np.float32) for k, v in m.state.items()}
             m.write({k: v[0] for k, v in b.inputs.items()}, step.obs, step.action_mask, step.state)
+            if step.active is not None:  # MAPPO's active masks: who is alive at each step
+                b.active = np.empty((T + 1, rows), np.float32)
+                m.write_active(b.active[0], step.active)
         env_actions = {
             g.name: np.empty(
                 (B, g.num_agents, *(g.action_space.shape or ())),
@@ -536,6 +554,8 @@ class VectorEnvRunner(EnvRunner, Checkpointable):
                     step.action_mask,
                     step.state,
                 )
+                if b.active is not None:
+                    m.write_active(b.active[t + 1], step.active)
                 if ended is not None:
                     K = m.agents_per_env
                     final = m.spec.buffers(len(ended), K)

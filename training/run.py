@@ -193,6 +193,9 @@ class Run:
             + seed_columns(cfg.settings)
         )
         self.losses = info.losses
+        # the env arguments the algorithm's settings imply are the run's (config.yaml: eval and
+        # serve build that env)
+        cfg.env_args = info.env_config(cfg.env, cfg.settings, cfg.env_args)
         algo_config = info.build(  # checks algorithm x env before Ray starts
             cfg.env,
             cfg.settings,

@@ -157,6 +157,16 @@ class BattleOptions:
             tags it, and an agent that at its turn is not told about enemy e gets its whole
             enemy block zeroed up to e (the ``enemy_feats = np.zeros(...)`` inside the loop).
             Arena's default gives the intended observation (only the untold enemy hidden).
+        use_state_agent: each agent's critic gets its own state ``[A, S]``, the MAPPO paper's
+            agent-specific global state (marlbenchmark/on-policy@de66d7a:
+            onpolicy/envs/starcraft2/StarCraft2_Env.py:1327-1520 ``get_state_agent``, with
+            that env's defaults: all health, last actions as ``state_last_action`` says, the
+            agent's one-hot id): its allies, the enemies (all of them, with whether they are
+            within its sight), its moves and its own features, relative to it. SMAC v1 maps.
+        use_mustalive: with ``use_state_agent``, a dead agent's state is zeros but for its id
+            (on-policy's death masking, StarCraft2_Env.py:1372).
+        add_center_xy: with ``use_state_agent``, every unit's position relative to the map's
+            centre is added (StarCraft2_Env.py:1421, 1457, 1485).
     """
 
     reward_sparse: bool = False
@@ -190,6 +200,9 @@ class BattleOptions:
     observe_teammate_health: bool = True
     kill_unit_step_mul: int = 2
     upstream_obs_bug: bool = False
+    use_state_agent: bool = False
+    use_mustalive: bool = True
+    add_center_xy: bool = True
 
     @classmethod
     def of(cls, options: dict, v2: bool) -> BattleOptions:
@@ -217,6 +230,18 @@ class BattleOptions:
         for name in _V2_ONLY:
             if not v2 and getattr(opt, name) != getattr(cls, name):
                 raise ValueError(f"{name} is a SMACv2 option; this is a SMAC v1 map")
+        if v2 and opt.use_state_agent:
+            raise ValueError(
+                "use_state_agent is on-policy's SMAC v1 state (StarCraft2_Env.get_state_agent); "
+                "this is a SMACv2 scenario: leave it off"
+            )
+        if opt.use_state_agent and opt.obs_instead_of_state:
+            raise ValueError(
+                "use_state_agent and obs_instead_of_state each define the state: pick one"
+            )
+        if not opt.use_state_agent and (not opt.use_mustalive or not opt.add_center_xy):
+            raise ValueError("use_mustalive and add_center_xy shape use_state_agent's state: "
+                             "set use_state_agent=True or leave them at their defaults")  # fmt: skip
         if not 1 <= opt.num_fov_actions <= 360:  # one action per degree at the finest
             raise ValueError(f"num_fov_actions must be in 1..360, got {opt.num_fov_actions}")
         if not 0.0 <= opt.prob_obs_enemy <= 1.0:
@@ -353,8 +378,17 @@ class BattleBatch(VectorEnv):
         state_dim += A * self.n_actions * opt.state_last_action + opt.state_timestep_number
         if opt.obs_instead_of_state:
             state_dim = A * obs_dim
+        # on-policy's get_state_agent sizes (StarCraft2_Env.py:1543-1603, 1656-1681)
+        centre, last = 2 * opt.add_center_xy, self.n_actions * opt.state_last_action
+        self.nf_agent_enemy = 5 + 1 + self.shield_enemy + self.type_bits + centre
+        self.nf_agent_ally = 5 + 1 + self.shield_ally + self.type_bits + last + centre
+        self.nf_agent_own = 4 + 1 + self.shield_ally + self.type_bits + last + centre
+        state_shape: tuple[int, ...] = (state_dim,)
+        if opt.use_state_agent:
+            state_shape = (A, E * self.nf_agent_enemy + (A - 1) * self.nf_agent_ally + 4
+                           + self.nf_agent_own + A + opt.state_timestep_number)  # fmt: skip
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (obs_dim,), np.float32)
-        self.state_space = gym.spaces.Box(-1.0, 1.0, (state_dim,), np.float32)
+        self.state_space = gym.spaces.Box(-np.inf, np.inf, state_shape, np.float32)
         self.action_space = gym.spaces.Discrete(self.n_actions)
         self.groups = single_group(self.agents, self.observation_space, self.action_space, True)
 
@@ -605,6 +639,7 @@ class BattleBatch(VectorEnv):
             {"agent": obs.copy()},
             state.copy(),
             {},
+            self._active(),
         )
 
     # -- orders -------------------------------------------------------------------------------
@@ -1191,6 +1226,8 @@ class BattleBatch(VectorEnv):
         state = np.concatenate(state, -1)
         if self.opt.obs_instead_of_state:  # SMAC's get_state: the observations, concatenated
             state = obs.reshape(B, -1)
+        if self.opt.use_state_agent:
+            state = self._state_agent(mask, dz, dist, hp, sh, centred, wpn, last, progress)
         if self.over.any():  # a finished battle waits for its reset: no-ops only
             mask[self.over] = 0
             mask[self.over, :, 0] = 1
@@ -1293,6 +1330,88 @@ class BattleBatch(VectorEnv):
         self._at_turn = np.where(redo[:, None, None], at_turn, self._at_turn)
         self._cut = np.where(redo[:, None], cut, self._cut)
         return self._at_turn, self._cut
+
+    def _state_agent(self, mask, dz, dist, hp, sh, centred, wpn, last, progress) -> np.ndarray:
+        """on-policy's agent-specific state ``[B, A, S]`` (StarCraft2_Env.py:1327-1520
+        ``get_state_agent``): allies (but itself), enemies, moves, own features, one-hot id
+        and the step; a dead agent's is zeros but for its id under ``use_mustalive``. Written
+        feature by feature into one array (views per block), no concatenation."""
+        A, E, B, f32 = self.n_allies, self.n_enemies, self.num_envs, np.float32
+        opt, alive, bits = self.opt, self.alive, self.type_bits
+        out = np.zeros((B, A, self.state_space.shape[1]), f32)
+        n_al, n_en = (A - 1) * self.nf_agent_ally, E * self.nf_agent_enemy
+        al = out[:, :, :n_al].reshape(B, A, A - 1, self.nf_agent_ally)
+        en = out[:, :, n_al : n_al + n_en].reshape(B, A, E, self.nf_agent_enemy)
+        at = n_al + n_en
+        move, own = out[:, :, at : at + 4], out[:, :, at + 4 : at + 4 + self.nf_agent_own]
+        body = at + 4 + self.nf_agent_own  # then the one-hot id and the step
+        out[:, :, body : body + A] = np.eye(A, dtype=f32)
+        if opt.state_timestep_number:
+            out[:, :, -1] = progress[..., 0]
+        me = alive[:, :A, None]  # [B, A, 1]
+        sight = self.sight[:, :A, None]
+
+        def relative(block, cols, live):
+            """distance, dx, dy over sight, only seen by a live agent (StarCraft2_Env.py:1399,
+            1436: "if unit.health > 0")."""
+            near = live & me
+            block[..., 1] = dist[cols] / sight * near
+            block[..., 2] = dz.real[cols] / sight * near
+            block[..., 3] = dz.imag[cols] / sight * near
+            return (dist[cols] < sight) & near  # within sight
+
+        # enemies: available, distance, dx, dy, visible, health, shield, type, centre x/y
+        first = self.n_no_attack
+        live = alive[:, None, A:]  # [B, 1, E]
+        en[..., 0] = mask[:, :, first : first + E] * live
+        en[..., 4] = relative(en, np.s_[:, :, A:], live)
+        en[..., 5] = hp[:, None, A:] * live
+        c = 6
+        if self.shield_enemy:
+            en[..., c] = sh[:, None, A:] * live
+            c += 1
+        en[..., c : c + bits] = self.onehot[:, None, A:] * live[..., None]
+        if opt.add_center_xy:
+            en[..., c + bits] = centred.real[:, None, A:] * live
+            en[..., c + bits + 1] = centred.imag[:, None, A:] * live
+        # allies: visible, distance, dx, dy, cooldown (energy), health, shield, centre x/y,
+        # type, last action
+        others = self._others  # [A, A - 1]
+        live = alive[:, others]  # [B, A, A - 1]
+        al[..., 0] = relative(al, np.s_[:, np.arange(A)[:, None], others], live)
+        al[..., 4] = wpn[:, others] * live
+        al[..., 5] = hp[:, others] * live
+        c = 6
+        if self.shield_ally:
+            al[..., c] = sh[:, others] * live
+            c += 1
+        if opt.add_center_xy:
+            al[..., c] = centred.real[:, others] * live
+            al[..., c + 1] = centred.imag[:, others] * live
+            c += 2
+        al[..., c : c + bits] = self.onehot[:, others] * live[..., None]
+        if opt.state_last_action:
+            al[..., c + bits :] = last[:, others] * live[..., None]
+        # moves, then own: 1, 0, 0, 0, health, shield, centre x/y, type, last action
+        move[:] = mask[:, :, 2:6]
+        own[..., 0] = 1.0
+        own[..., 4] = hp[:, :A]
+        c = 5
+        if self.shield_ally:
+            own[..., c] = sh[:, :A]
+            c += 1
+        if opt.add_center_xy:
+            # a dead agent's place (use_mustalive off): where it died, SC2's last known unit
+            dead_xy = (self.death_pos[:, :A] - (MAP_SIZE / 2) * (1 + 1j)) / MAP_SIZE
+            xy = np.where(alive[:, :A], centred[:, :A], dead_xy)
+            own[..., c], own[..., c + 1] = xy.real, xy.imag
+            c += 2
+        own[..., c : c + bits] = self.onehot[:, :A]
+        if opt.state_last_action:
+            own[..., c + bits :] = last
+        if opt.use_mustalive:
+            out[:, :, :body] *= me
+        return out
 
     def _cone(self, dz, dist, reach) -> np.ndarray:
         """SMACv2's ``is_position_in_cone``: within ``reach`` and within half the cone's angle
@@ -1399,4 +1518,11 @@ class BattleBatch(VectorEnv):
             {"agent": final_obs},
             final_state,
             self.info,
+            self._active(),
         )
+
+    def _active(self) -> dict[str, np.ndarray]:
+        """Who is alive at the observation just made (MAPPO's active masks: on-policy's
+        smac_runner.py:141-143 masks an agent from the step after it died to its episode's
+        end; a reset battle's agents are all alive)."""
+        return {"agent": self.alive[:, : self.n_allies].copy()}

@@ -31,6 +31,12 @@ class HyperMARLSettings(PPOSettings):
         bad = self.hyper.problems()
         if self.model.agent_id:
             bad.append("model.agent_id=true (HyperMARL never feeds the id to the network)")
+        m, plain = self.model, type(self.model)()
+        for key in ("value_norm", "input_norm", "init"):
+            if getattr(m, key) != getattr(plain, key):
+                bad.append(
+                    f"model.{key}={getattr(m, key)} (HyperMARL's networks have no such option)"
+                )
         if bad:
             raise ValueError(f"bad value for {', '.join(bad)}")
         super().validate()

@@ -167,6 +167,9 @@ class HyperActorCritic(ActorCritic):
         vf_sizes = [*(post or [critic_in, *hidden]), 1]
         self.pi_hyper = HyperMLP(pi_sizes, K, hyper, activation, out_gain=0.01)
         self.vf_hyper = HyperMLP(vf_sizes, K, hyper, activation, out_gain=1.0)
+        # on-policy's LayerNorms and value normaliser are ActorCritic's (refused here)
+        self.pi_gru_norm = self.vf_gru_norm = nn.Identity()
+        self.value_norm = None
 
     def critic_width(self, feat: int) -> int:
         return self.spec.state_dim or feat

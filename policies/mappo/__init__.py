@@ -5,7 +5,9 @@ The actor reads the agent's own observation (and action mask); the centralised c
 in training only, so the deployed policy is decentralised.
 
 ``--set paper=true`` on a SMAC battle trains with that paper's SMAC setup for the map
-(:data:`PAPER_COMMON`, :data:`PAPER_PER_MAP`, :data:`PAPER_SMACV2`).
+(:data:`PAPER_COMMON`, :data:`PAPER_PER_MAP`, :data:`PAPER_SMACV2`): its loss
+(:data:`PAPER_LOSS`), network (:data:`PAPER_MODEL`) and, on SMAC v1 maps, its env setup
+(:data:`PAPER_ENV`: the agent-specific state with death masking).
 """
 
 from __future__ import annotations
@@ -50,6 +52,62 @@ PAPER_PER_MAP = {
 PAPER_SMACV2 = {"num_epochs": 5}
 """Every SMACv2 scenario (scripts/train_smacv2_scripts/: 5 epochs, 20 M env steps)."""
 
+# marlbenchmark/on-policy@de66d7a, every SMAC run: the defaults of onpolicy/config.py (and of
+# StarCraft2_Env / train_smac.py for the env), under on-policy's knob names.
+PAPER_LOSS = {
+    "value_loss": "huber",  # use_huber_loss=True (config.py:265)
+    "huber_delta": 10.0,  # huber_delta (config.py:270)
+    # use_clipped_value_loss=True (config.py:243-244): the value moves at most clip_param
+    # from the sampled one (r_mappo.py:62-63; vf_clip_param follows clip_param per map)
+    "value_clip": "change",
+    "policy_active_masks": True,  # use_policy_active_masks=True (config.py:268-269)
+    "value_active_masks": True,  # use_value_active_masks=True (config.py:266-267)
+    # advantages standardised over the batch's rows of live agents (r_mappo.py:179-187)
+    "advantage_norm": "active_batch",
+    "adam_eps": 1e-5,  # opti_eps (config.py:228); weight_decay 0 (config.py:230)
+    # separate actor and critic Adam optimisers (rMAPPOPolicy.py:31-37), each clipped at
+    # max_grad_norm (use_max_grad_norm, config.py:253-256; r_mappo.py:149, 163)
+    "grad_clip_per_network": True,
+}
+PAPER_MODEL = {
+    "recurrent": True,  # use_recurrent_policy=True (config.py:217)
+    "max_seq_len": 10,  # data_chunk_length (config.py:220)
+    "hidden": [64, 64],  # hidden_size 64, layer_N 1: fc1 and one fc2 (config.py:199-202, mlp.py)
+    "activation": "relu",  # use_ReLU=True (config.py:203)
+    "value_norm": True,  # use_valuenorm=True (config.py:206)
+    "input_norm": True,  # use_feature_normalization=True (config.py:207)
+    # use_orthogonal=True (config.py:209), gain=0.01 of the action head (config.py:211),
+    # calculate_gain(relu) and a LayerNorm per hidden layer (mlp.py:11-24), GRU + LayerNorm
+    # (rnn.py:13-22)
+    "init": "onpolicy",
+}
+PAPER_MODEL_V1 = {"agent_id": True}
+"""SMAC v1: the actor reads the agent's one-hot id after its observation (StarCraft2_Env's
+``obs_agent_id=True``, StarCraft2_Env.py:84, 1122-1128)."""
+PAPER_SMACV2_LOSS = {
+    "policy_active_masks": False,
+    "value_active_masks": False,
+    "advantage_norm": "batch",
+}
+"""SMACv2: on-policy's wrapper marks every agent done only when the episode is
+(onpolicy/envs/starcraft2/SMACv2.py:36), so its active masks are all ones: no masks, and the
+advantages standardised over the whole batch (RLlib's sample std + 1e-8 for on-policy's
+population std + 1e-5: the same at thousands of rows)."""
+PAPER_ENV_ALL = {
+    # use_proper_time_limits=False (config.py:263): a time-out ends the episode and is not
+    # bootstrapped (StarCraft2_Env.py:560-563 and SMACv2's env set terminated)
+    "terminate_at_limit": True,
+}
+PAPER_ENV = {
+    **PAPER_ENV_ALL,
+    "use_state_agent": True,  # train_smac.py:119 (StarCraft2_Env.get_state_agent)
+    "use_mustalive": True,  # train_smac.py:120: a dead agent's state is zeros but for its id
+    "add_center_xy": True,  # train_smac.py:121
+    "obs_last_action": True,  # StarCraft2_Env.py:79: allies' last actions in the observation
+}
+"""The SMAC v1 env options of every paper run; SMACv2 scenarios get :data:`PAPER_ENV_ALL`
+only (on-policy runs SMACv2's own env with its state, onpolicy/envs/starcraft2/SMACv2.py)."""
+
 
 @dataclass
 class MAPPOSettings(PPOSettings):
@@ -57,7 +115,8 @@ class MAPPOSettings(PPOSettings):
 
     paper: bool = False
     """SMAC battles only: train with the MAPPO paper's settings for the map (recurrent, lr,
-    clip, epochs, batch, minibatches); leave those settings at their defaults."""
+    clip, epochs, batch, minibatches, its loss and network; on SMAC v1 maps its
+    agent-specific state); leave those settings and env options at their defaults."""
 
 
 def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
@@ -73,19 +132,41 @@ def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
         )
     name = rest.rsplit("-v", 1)[0]
     per_map = PAPER_SMACV2 if family == "smacv2" else PAPER_PER_MAP.get(name, {})
-    knobs = {**PAPER_COMMON, **per_map}
+    knobs = {**PAPER_COMMON, **PAPER_LOSS, **(PAPER_SMACV2_LOSS if family == "smacv2" else {})}
+    knobs.update(per_map)
     minibatches = knobs.pop("minibatches")
     knobs["minibatch_size"] = knobs["train_batch_size"] // minibatches
+    knobs["vf_clip_param"] = knobs["clip_param"]  # on-policy clips the value with clip_param
+    model = {**PAPER_MODEL, **(PAPER_MODEL_V1 if family == "smac" else {})}
     default = MAPPOSettings()
     changed = [k for k in knobs if getattr(settings, k) != getattr(default, k)]
-    changed += [f"model.{k}" for k in ("recurrent", "max_seq_len")
+    changed += [f"model.{k}" for k in model
                 if getattr(settings.model, k) != getattr(default.model, k)]  # fmt: skip
     if changed:
         raise AlgorithmMismatch(
             f"mappo paper=true sets {', '.join(changed)} itself; leave them out or drop paper"
         )
-    model = dataclasses.replace(settings.model, recurrent=True, max_seq_len=10)
-    return dataclasses.replace(settings, model=model, **knobs)
+    return dataclasses.replace(
+        settings, model=dataclasses.replace(settings.model, **model), **knobs
+    )
+
+
+def paper_env(env_id: str, settings: MAPPOSettings, env_config: dict) -> dict:
+    """``env_config`` with the MAPPO paper's SMAC env options (:data:`PAPER_ENV` on v1 maps,
+    :data:`PAPER_ENV_ALL` on SMACv2) where ``paper`` is on; one the user set otherwise is an
+    error."""
+    family = env_id.partition("/")[0]
+    if not settings.paper or family not in ("smac", "smacv2"):
+        return env_config
+    paper = PAPER_ENV if family == "smac" else PAPER_ENV_ALL
+    clash = [f"{k}={env_config[k]!r}" for k, v in paper.items() if env_config.get(k, v) != v]
+    if clash:
+        sets = ", ".join(f"{k}={v}" for k, v in paper.items())
+        raise AlgorithmMismatch(
+            f"mappo paper=true sets the env options {sets} itself (the MAPPO paper's SMAC "
+            f"env); leave out {', '.join(clash)} or drop paper"
+        )
+    return {**env_config, **paper}
 
 
 def declare(env_id: str, settings: MAPPOSettings, opts):
@@ -98,6 +179,7 @@ ALGORITHM = AlgorithmInfo(
     settings=MAPPOSettings,
     capabilities=Capabilities(needs_state=True),
     prepare=paper_settings,
+    env_options=paper_env,
     declare=declare,
     configure=configure_ppo,
     metrics=PPO_METRICS,

@@ -31,6 +31,7 @@ from policies.ppo.learner import (
     ADVANTAGE_NORMS,
     THREADS_KEY,
     VALUE_CLIPS,
+    VALUE_LOSSES,
     ArrayPPOLearner,
     LossSettings,
 )
@@ -45,6 +46,16 @@ MAX_LR = 1.0
 """The largest learning rate (Adam's steps are about lr in size: above 1 nothing is learned)."""
 MAX_COEFF = 1e3
 """The largest loss coefficient (entropy, value, KL)."""
+
+
+HINTS = {
+    "value_loss": f"{'/'.join(VALUE_LOSSES)}; huber not with value_clip=loss",
+    "huber_delta": "> 0",
+    "advantage_norm": "active_batch with model.seeds=1 only",
+    "grad_clip_per_network": "with model.seeds=1 only",
+    "demos": "with model.seeds=1 and without model.value_norm",
+}
+"""What the message of a bad value adds for the settings the general rule does not cover."""
 
 
 @dataclass
@@ -68,7 +79,21 @@ class PPOSettings:
     ones learn with RLlib's loss."""
     advantage_norm: str = "minibatch"
     """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
-    ``batch`` (RLlib's) or ``none``. Feed-forward modules only (recurrent: per batch)."""
+    ``batch`` (RLlib's), over the batch's rows of live agents (``active_batch``, MAPPO's) or
+    ``none``. Feed-forward modules only (recurrent: per batch)."""
+    value_loss: str = "squared"
+    """The value error's loss: ``squared`` or ``huber`` (MAPPO's ``use_huber_loss``, with
+    ``huber_delta``; clipped as ``value_clip`` says: ``change`` or ``none``)."""
+    huber_delta: float = 10.0
+    """The Huber loss's delta (MAPPO's ``huber_delta``)."""
+    policy_active_masks: bool = False
+    """Policy loss and entropy average over the rows of live agents only (MAPPO's
+    ``use_policy_active_masks``; the env says who is alive, e.g. SMAC; others: every row)."""
+    value_active_masks: bool = False
+    """The value loss averages over the rows of live agents only (``use_value_active_masks``)."""
+    grad_clip_per_network: bool = False
+    """Clip the actor's and the critic's gradient norms to ``grad_clip`` apart (MAPPO's separate
+    actor and critic optimisers), not their joint norm. One seed (``model.seeds=1``)."""
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     learner_threads: int = 1
@@ -123,6 +148,7 @@ class PPOSettings:
                 "kl_coeff",
                 "grad_clip",
                 "adam_eps",
+                "huber_delta",
             )
         )
         # Upper bounds too: lr=1e30 trains without a NaN, to useless weights.
@@ -137,7 +163,12 @@ class PPOSettings:
             "kl_coeff": 0 <= self.kl_coeff <= MAX_COEFF,
             "grad_clip": self.grad_clip > 0,
             "value_clip": self.value_clip in VALUE_CLIPS,
-            "advantage_norm": self.advantage_norm in ADVANTAGE_NORMS,
+            "advantage_norm": self.advantage_norm in ADVANTAGE_NORMS
+            and not (self.advantage_norm == "active_batch" and self.model.seeds > 1),
+            "value_loss": self.value_loss in VALUE_LOSSES
+            and not (self.value_loss == "huber" and self.value_clip == "loss"),
+            "huber_delta": self.huber_delta > 0,
+            "grad_clip_per_network": not (self.grad_clip_per_network and self.model.seeds > 1),
             "adam_eps": 0 < self.adam_eps <= 1,
             "learner_threads": 0 < self.learner_threads <= 256,
             "train_batch_size": self.train_batch_size > 0,
@@ -151,9 +182,14 @@ class PPOSettings:
             # rollout buffers for every one of them).
             "num_envs_per_env_runner": 0 < self.num_envs_per_env_runner <= self.train_batch_size,
             # cloning demonstrations trains one network, not one block of rows per seed
-            "demos": not (self.demos and self.model.seeds > 1),
+            # ... nor a critic in normalised units (its targets are the return's)
+            "demos": not (self.demos and (self.model.seeds > 1 or self.model.value_norm)),
         }
-        bad = [f"{k}={shown(getattr(self, k))}" for k, ok in checks.items() if not ok]
+        bad = [
+            f"{k}={shown(getattr(self, k))}" + (f" ({HINTS[k]})" if k in HINTS else "")
+            for k, ok in checks.items()
+            if not ok
+        ]
         if not finite:
             bad.append("a float that is not finite")
         bad += self.model.problems()
@@ -191,7 +227,8 @@ def declare_ppo(
         slots = plan_modules(vec.groups, opts.sharing, env_id)
     except ValueError as e:
         raise AlgorithmMismatch(str(e)) from None
-    state_dim = int(vec.state_space.shape[0]) if centralised_critic else 0
+    # a state per agent (state_space (N, S)) gives each agent's critic row its own
+    state_dim = int(vec.state_space.shape[-1]) if centralised_critic else 0
     # The one-hot agent id goes in where a network reads it: MAPPO's critic, FuPS+ID, or a
     # module that picks per-agent weights by it (HyperMARL).
     with_ids = bool(state_dim) or settings.model.agent_id or module_class.READS_AGENT_ID
@@ -241,6 +278,12 @@ def configure_ppo(
     # One boolean picks both the network and the learner's data path: a recurrent module
     # needs RLlib's sequences (episodes); a feed-forward one learns from arrays.
     algo_class = PPO if settings.model.recurrent else ArrayPPO
+    if algo_class is PPO and array_only_settings(settings):
+        raise AlgorithmMismatch(
+            f"{', '.join(array_only_settings(settings))}: only the array learner "
+            "(ArrayPPOLearner) has them, and recurrent modules learn with RLlib's PPO loss; "
+            "use a feed-forward model or leave them at their defaults"
+        )
     return (
         PPOConfig(algo_class=algo_class)
         .environment(env=env_id, env_config=opts.env_config)
@@ -291,6 +334,21 @@ def configure_ppo(
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=opts.seed)
     )
+
+
+def array_only_settings(settings: PPOSettings) -> list[str]:
+    """The settings (``key=value``) that only :class:`ArrayPPOLearner` and the array path's
+    GAE implement (MAPPO's value normaliser, Huber loss, active masks)."""
+    default = PPOSettings()
+    keys = ("value_loss", "policy_active_masks", "value_active_masks", "grad_clip_per_network")
+    out = [
+        f"{k}={getattr(settings, k)}" for k in keys if getattr(settings, k) != getattr(default, k)
+    ]
+    if settings.advantage_norm == "active_batch":
+        out.append("advantage_norm=active_batch")
+    if settings.model.value_norm:
+        out.append("model.value_norm=True")
+    return out
 
 
 def loss_settings(settings: PPOSettings) -> LossSettings:

@@ -31,8 +31,9 @@ from ray.rllib.utils.metrics import (
     TIMERS,
 )
 
-from policies.ppo.learner import seeds_of
+from policies.ppo.learner import ACTIVE, seeds_of
 from policies.sampling import TIME_TOTAL, ModuleRollout
+from policies.value_norm import value_norm_of
 
 
 @dataclass
@@ -85,7 +86,12 @@ def gae_batch(
     across episodes). The sampled values travel along (the value clip's reference); the
     learner standardises the advantages (``policies.ppo.learner``). A module of several
     stacked seeds gets its rows seed by seed (the sampler's rows are env-major and the envs
-    seed by seed, so each time step's rows hold one block per seed)."""
+    seed by seed, so each time step's rows hold one block per seed).
+
+    A module with a value normaliser (``model.value_norm``) predicts normalised values: GAE
+    reads them denormalised and the targets are in the rewards' units; the sampled values
+    travel normalised, as the critic predicts them (on-policy's ``value_preds``). The rows'
+    active masks (``ModuleRollout.active``) travel as the ``active_mask`` column."""
     T, B = done.shape
     R = b.rewards.shape[1]
     K = R // B
@@ -104,15 +110,25 @@ def gae_batch(
         last = delta[t] + gamma * lam * carry[t] * last
         adv[t] = last
     targets = adv + values[:T]
-    return {
+    norm = value_norm_of(module)
+    sampled = values[:T] if norm is None else _normalised(norm, values[:T])
+    batch = {
         Columns.OBS: {k: seed_major(v[:T], S) for k, v in x.items()},
         Columns.ACTIONS: seed_major(b.actions, S),
         Columns.ACTION_LOGP: seed_major(b.logp, S),
         Columns.ACTION_DIST_INPUTS: seed_major(b.outputs, S),
         Postprocessing.ADVANTAGES: seed_major(adv, S),
         Postprocessing.VALUE_TARGETS: seed_major(targets.astype(np.float32), S),
-        Columns.VF_PREDS: seed_major(values[:T].astype(np.float32), S),
+        Columns.VF_PREDS: seed_major(sampled.astype(np.float32), S),
     }
+    if b.active is not None:
+        batch[ACTIVE] = seed_major(b.active[:T], S)
+    return batch
+
+
+def _normalised(norm, values: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return norm.normalize(torch.from_numpy(values)).numpy()
 
 
 def seed_major(a: np.ndarray, seeds: int) -> np.ndarray:
@@ -153,14 +169,17 @@ def _final_values(module, b: ModuleRollout, done: np.ndarray, K: int, S: int):
 
 
 def _values(module, steps: dict[str, np.ndarray], seeds: int) -> np.ndarray:
-    """The module's values of ``steps`` (``[L, R, ...]`` inputs) as ``[L, R]``."""
+    """The module's values of ``steps`` (``[L, R, ...]`` inputs) as ``[L, R]``, in the
+    rewards' units (denormalised where the module has a value normaliser)."""
     L, R = next(iter(steps.values())).shape[:2]
     with torch.no_grad():
         obs = {
             k: torch.from_numpy(np.ascontiguousarray(seed_major(v, seeds)))
             for k, v in steps.items()
         }
-        v = module.compute_values({Columns.OBS: obs}).numpy()
+        v = module.compute_values({Columns.OBS: obs})
+        norm = value_norm_of(module)
+        v = (v if norm is None else norm.denormalize(v)).numpy()
     return v.reshape(seeds, L, R // seeds).swapaxes(0, 1).reshape(L, R)
 
 

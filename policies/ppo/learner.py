@@ -39,10 +39,16 @@ from ray.rllib.utils.metrics import (
     WEIGHTS_SEQ_NO,
 )
 
+from policies.value_norm import value_norm_of
+
 VALUE_CLIPS = ("change", "loss", "none")
+VALUE_LOSSES = ("squared", "huber")
 THREADS_KEY = "learner_threads"
 """Where ``PPOSettings.learner_threads`` travels in RLlib's ``learner_config_dict``."""
-ADVANTAGE_NORMS = ("minibatch", "batch", "none")
+ADVANTAGE_NORMS = ("minibatch", "batch", "active_batch", "none")
+ACTIVE = "active_mask"
+"""The training batch's column of per-row active masks (1: the agent was alive at the row's
+observation; 0: a dead agent stepping on with no-ops). Batches without it count every row."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,25 @@ class LossSettings:
     beyond it); ``none``: the plain squared error."""
     advantage_norm: str = "minibatch"
     """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
-    whole ``batch`` (RLlib), or ``none``."""
+    whole ``batch`` (RLlib), over the batch's active rows (``active_batch``: mean and
+    population std of the rows whose active mask is 1, std + 1e-5; MAPPO,
+    marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/r_mappo/r_mappo.py:179-187), or
+    ``none``."""
+    value_loss: str = "squared"
+    """The value error's loss: ``squared`` (half the square) or ``huber`` (on-policy's
+    ``huber_loss`` with ``huber_delta``, onpolicy/utils/util.py:23-26); either is clipped as
+    ``value_clip`` says (``huber`` with ``change`` or ``none``)."""
+    huber_delta: float = 10.0
+    policy_active_masks: bool = False
+    """Policy loss and entropy are means over the active rows only (on-policy's
+    ``use_policy_active_masks``, r_mappo.py:134-137, act.py:166)."""
+    value_active_masks: bool = False
+    """The value loss is a mean over the active rows only (``use_value_active_masks``,
+    r_mappo.py:84-85)."""
+    grad_clip_per_network: bool = False
+    """Clip the actor's and the critic's gradients to ``grad_clip`` apart (MAPPO's separate
+    actor and critic optimisers, each clipped at ``max_grad_norm``, r_mappo.py:143-167), not
+    their joint norm."""
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     vf_clip_param: float = 0.2
@@ -95,16 +119,61 @@ def clip_per_seed(params: list[torch.Tensor], max_norm: float, seeds: int) -> No
         g.mul_(scale.view(seeds, *[1] * (g.dim() - 1)))
 
 
-def value_loss(values, sampled, targets, loss: LossSettings) -> torch.Tensor:
+def clip_groups(module, params: list[torch.Tensor], per_network: bool) -> list[list[torch.Tensor]]:
+    """The parameter groups whose gradient norms are clipped apart: all of ``params`` as one,
+    or (``per_network``) the critic's (``vf_*``) and the rest, the actor's."""
+    if not per_network:
+        return [params]
+    critic = {id(p) for name, p in module.named_parameters() if name.startswith("vf_")}
+    groups = [[p for p in params if id(p) not in critic], [p for p in params if id(p) in critic]]
+    return [g for g in groups if g]
+
+
+def huber(error: torch.Tensor, delta: float) -> torch.Tensor:
+    """on-policy's ``huber_loss`` (marlbenchmark/on-policy@de66d7a: onpolicy/utils/util.py:23-26):
+    half the square within ``delta``, linear beyond."""
+    a = error.abs()
+    return torch.where(a <= delta, error**2 / 2, delta * (a - delta / 2))
+
+
+def masked_mean(x: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
+    """The mean of ``x`` over the rows whose ``active`` mask is 1 (all rows when None), as
+    on-policy averages its masked losses: ``(x * mask).sum() / mask.sum()`` (0, not NaN, for a
+    minibatch of dead agents alone)."""
+    if active is None:
+        return x.mean()
+    return (x * active).sum() / active.sum().clamp(min=1.0)
+
+
+def value_loss(values, sampled, targets, loss: LossSettings, active=None) -> torch.Tensor:
     """The value loss of ``values`` against ``targets`` (``sampled``: the values the rollout
-    saw, the reference of the ``change`` clip)."""
-    squared = (values - targets) ** 2
+    saw, the reference of the ``change`` clip; ``active``: the rows the mean is over, None:
+    all). With ``value_loss="huber"`` and ``value_clip="change"`` this is on-policy's
+    ``cal_value_loss`` (onpolicy/algorithms/r_mappo/r_mappo.py:52-87)."""
+    if loss.value_clip == "loss":
+        return masked_mean(((values - targets) ** 2).clamp(0, loss.vf_clip_param), active)
+    if loss.value_loss == "huber":
+        error = lambda v: huber(targets - v, loss.huber_delta)  # noqa: E731
+    else:
+        error = lambda v: (targets - v) ** 2 / 2  # noqa: E731
+    out = error(values)
     if loss.value_clip == "change":
         moved = sampled + (values - sampled).clamp(-loss.vf_clip_param, loss.vf_clip_param)
-        return 0.5 * torch.max(squared, (moved - targets) ** 2).mean()
-    if loss.value_clip == "loss":
-        return squared.clamp(0, loss.vf_clip_param).mean()
-    return squared.mean()
+        out = torch.max(out, error(moved))
+    elif loss.value_loss == "squared":
+        out = out * 2  # the unclipped squared error is not halved (RLlib's, CleanRL's)
+    return masked_mean(out, active)
+
+
+def active_standardised(adv: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
+    """``adv`` standardised by the mean and population std of its active rows, std + 1e-5
+    (on-policy's ``np.nanmean``/``np.nanstd`` with dead rows as NaN, r_mappo.py:179-187)."""
+    if active is None:
+        active = torch.ones_like(adv)
+    keep = active > 0
+    mean = adv[keep].mean()
+    std = ((adv[keep] - mean) ** 2).mean().sqrt()
+    return (adv - mean) / (std + 1e-5)
 
 
 class ArrayPPOLearner(PPOTorchLearner):
@@ -179,12 +248,16 @@ class ArrayPPOLearner(PPOTorchLearner):
         if loss.advantage_norm == "batch":
             adv = data[Postprocessing.ADVANTAGES]
             data[Postprocessing.ADVANTAGES] = standardised(adv.view(seeds, -1)).view(-1)
+        elif loss.advantage_norm == "active_batch":  # one seed (model.value_norm etc. refuse more)
+            adv = data[Postprocessing.ADVANTAGES]
+            data[Postprocessing.ADVANTAGES] = active_standardised(adv, data.get(ACTIVE))
         n = len(data[Postprocessing.ADVANTAGES]) // seeds  # rows of each seed
         parts = max(1, round(n / minibatch_size))
         bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
         offsets = torch.arange(seeds)[:, None] * n
+        groups = clip_groups(module.unwrapped(), params, loss.grad_clip_per_network)
         for epoch in range(num_epochs):
             # each seed's rows shuffled apart; minibatch j = seed blocks of chunk j, in a row
             order = torch.argsort(torch.rand(seeds, n), dim=1) + offsets
@@ -197,7 +270,8 @@ class ArrayPPOLearner(PPOTorchLearner):
                 optimizer.zero_grad(set_to_none=True)
                 (total * seeds).backward()  # each seed's gradient is that of its own mean loss
                 if seeds == 1:
-                    torch.nn.utils.clip_grad_norm_(params, loss.grad_clip, foreach=True)
+                    for group in groups:
+                        torch.nn.utils.clip_grad_norm_(group, loss.grad_clip, foreach=True)
                 else:
                     clip_per_seed(params, loss.grad_clip, seeds)
                 optimizer.step()
@@ -217,11 +291,20 @@ class ArrayPPOLearner(PPOTorchLearner):
         if loss.advantage_norm == "minibatch":
             adv = standardised(adv.view(seeds_of(inner), -1)).view(-1)
         clip = loss.clip_param
-        surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        active = mb.get(ACTIVE)
+        pi_rows = active if loss.policy_active_masks else None
+        vf_rows = active if loss.value_active_masks else None
+        surrogate = masked_mean(
+            torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)), pi_rows
+        )
         values = inner.compute_values(mb)
         targets = mb[Postprocessing.VALUE_TARGETS]
-        vf_loss = value_loss(values, mb.get(Columns.VF_PREDS), targets, loss)
-        entropy = dist.entropy().mean()
+        norm = value_norm_of(inner)
+        if norm is not None:  # the critic predicts normalised values (r_mappo.py:64-67)
+            norm.update(targets)
+            targets = norm.normalize(targets)
+        vf_loss = value_loss(values, mb.get(Columns.VF_PREDS), targets, loss, vf_rows)
+        entropy = masked_mean(dist.entropy(), pi_rows)
         total = -surrogate + loss.vf_loss_coeff * vf_loss - entropy_coeff * entropy
         kl = None
         if kl_coeff is not None:

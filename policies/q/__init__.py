@@ -237,6 +237,12 @@ def declare_q(env_id: str, settings: QSettings, opts: RunOptions, *, mixer: Mixe
             model_config={"batch_spec": spec.to_dict(), "model": model, "slot": slot_to_dict(slot)},
         )
     if mixer.module is not None:
+        if len(vec.state_space.shape) != 1:
+            raise AlgorithmMismatch(
+                f"{env_id} gives each agent its own state (shape {vec.state_space.shape}); the "
+                "mixer reads one global state: leave the env's per-agent state off "
+                "(SMAC: use_state_agent=False)"
+            )
         specs[MIXER] = mixer.module(settings, int(vec.state_space.shape[0]), vec.num_agents)
     return MultiRLModuleSpec(rl_module_specs=specs)
 

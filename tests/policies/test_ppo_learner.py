@@ -49,7 +49,8 @@ def test_loss_clip_is_rllibs_clamp_and_none_is_the_squared_error():
 def test_bad_loss_choices_are_refused_with_the_allowed_values(key, value):
     with pytest.raises(ValueError, match=key) as err:
         PPOSettings(**{key: value}).validate()
-    assert "change/loss/none" in str(err.value) and "minibatch/batch/none" in str(err.value)
+    message = str(err.value)
+    assert "change/loss/none" in message and "minibatch/batch/active_batch/none" in message
 
 
 def _algo(**settings):
