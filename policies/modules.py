@@ -8,8 +8,12 @@ policy head. The critic reads the global state and agent id where the spec has t
 else the encoded observation (IPPO), through its own MLP and optional GRU.
 
 Recurrent modules follow RLlib's stateful-module conventions: ``get_initial_state()`` gives
-``{"actor": h, "critic": h}``, the learner's batches come as ``[B, T=max_seq_len, ...]`` with
-``STATE_IN`` at each sequence start, and ``STATE_OUT`` is the state after the last step.
+``{"actor": h, "critic": h}``, RLlib's sequence batches come as ``[B, T=max_seq_len, ...]``
+with ``STATE_IN`` at each sequence start, and ``STATE_OUT`` is the state after the last step.
+The array path's learner (``policies.ppo.array_path``) hands chunks instead: flat rows
+``[C * L, ...]``, C chunks of L steps one after the other, ``STATE_IN`` ``[C, h]`` at each
+chunk's start and :data:`SEQ_RESETS` ``[C * L]`` (1 where an episode starts inside a chunk:
+the state is reset there, as MAPPO's ``onpolicy`` multiplies it by its masks).
 Illegal actions get the smallest float as logit, so they are never sampled and carry no
 probability in the loss.
 """
@@ -32,6 +36,9 @@ from torch import nn
 from policies.batch import AGENT_ID, MASK, OBS, STATE, BatchSpec
 
 FLOAT_MIN = torch.finfo(torch.float32).min
+SEQ_RESETS = "seq_resets"
+"""A chunked training batch's column ``[C * L]``: 1.0 where the recurrent state restarts from
+the initial state before that step (an episode's first step), else 0.0."""
 
 
 @dataclass
@@ -312,10 +319,22 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
     # -- pieces -------------------------------------------------------------------------------
 
-    def _recur(self, gru, x: torch.Tensor, h0: torch.Tensor | None, lead: tuple[int, ...]):
-        """Features ``[N, F]`` through ``gru``: ``lead`` is ``(B, T)`` (learner sequences) or
-        ``(B,)`` (one step); returns features and the last hidden state."""
-        seq = x.reshape(*lead, -1) if len(lead) == 2 else x[:, None]
+    def _recur(
+        self, gru, x: torch.Tensor, h0: torch.Tensor, lead: tuple[int, ...], resets=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features ``[N, F]`` through ``gru`` from state ``h0``; returns features ``[N, H]``
+        and the last hidden state. ``lead`` ``(B, T)``: RLlib's sequences; ``(N,)``: one step
+        of N rows, or (``h0`` of C < N rows) C chunks of N / C steps with the state reset
+        where ``resets`` ``[N]`` is 1."""
+        if len(lead) == 2:
+            seq = x.reshape(*lead, -1)
+        elif len(h0) == len(x):
+            seq = x[:, None]
+        else:
+            seq = x.reshape(len(h0), len(x) // len(h0), -1)
+            if resets is not None:
+                out, h = gru_unroll(gru, seq, h0, resets.reshape(seq.shape[:2]))
+                return out.reshape(-1, out.shape[-1]), h
         out, h = gru(seq, h0[None].contiguous())
         return out.reshape(-1, out.shape[-1]), h[0]
 
@@ -359,7 +378,8 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         z = self.pi_body(self.actor_input(batch))
         h = None
         if self.recurrent:
-            z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
+            h0 = batch[Columns.STATE_IN]["actor"]
+            z, h = self._recur(self.pi_gru, z, h0, lead, batch.get(SEQ_RESETS))
         out = self.pi_out(z, batch)
         if self.log_std is not None:
             log_std = self.log_std
@@ -376,7 +396,8 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         z = self.vf_body(self.critic_input(batch))
         h = None
         if self.recurrent:
-            z, h = self._recur(self.vf_gru, z, batch[Columns.STATE_IN]["critic"], lead)
+            h0 = batch[Columns.STATE_IN]["critic"]
+            z, h = self._recur(self.vf_gru, z, h0, lead, batch.get(SEQ_RESETS))
         return self.vf_out(z, batch).reshape(*lead), h
 
     # -- RLlib ----------------------------------------------------------------------------------
@@ -391,6 +412,11 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             out[Columns.STATE_OUT] = {"actor": h, "critic": hc}
         return out
 
+    @override(RLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        # the loss reads the actor's outputs and compute_values: no critic pass for STATE_OUT
+        return {Columns.ACTION_DIST_INPUTS: self.actor(batch)[0]}
+
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         return self.critic(batch)[0]
@@ -404,3 +430,20 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         batch[Columns.STATE_IN] = state
         logits, h = self.actor(batch)
         return logits, {"actor": h, "critic": self.critic(batch)[1]}
+
+
+def gru_unroll(gru: nn.GRU, seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
+    """``gru`` over chunks ``seq`` ``[C, L, F]`` from ``h0`` ``[C, H]``, the state zeroed
+    before step t of chunk c where ``resets[c, t]`` is 1; returns outputs ``[C, L, H]`` and
+    the last state. As MAPPO's ``onpolicy`` (marlbenchmark/on-policy@de66d7a:
+    onpolicy/algorithms/utils/rnn.py:38-70): the steps where any chunk resets split the
+    unroll, and each stretch between them is one fused GRU call."""
+    keep = 1.0 - resets.to(seq.dtype)
+    cuts = (torch.nonzero(resets[:, 1:].any(0)).flatten() + 1).tolist()
+    bounds = [0, *cuts, seq.shape[1]]
+    h, outs = h0, []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        out, hn = gru(seq[:, a:b], (h * keep[:, a, None])[None].contiguous())
+        outs.append(out)
+        h = hn[0]
+    return (outs[0] if len(outs) == 1 else torch.cat(outs, 1)), h

@@ -3,8 +3,8 @@
 RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) trains
 :class:`policies.modules.ActorCritic` modules, one per entry of the agent -> module mapping
 (``policies.mapping``), on batches from ``policies.sampling.VectorEnvRunner``: whole arrays
-with GAE done in the sampler for feed-forward modules (``policies.ppo.array_path``), episodes for
-recurrent ones.
+with GAE done in the sampler (``policies.ppo.array_path``), flat rows for feed-forward modules
+and fixed-length chunks for recurrent ones.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
-from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -64,15 +64,14 @@ class PPOSettings:
     value_clip: str = "change"
     """How the value loss is clipped: ``change`` (the value moves at most ``vf_clip_param``
     from the sampled one; PPO2, CleanRL, JaxMARL, MAPPO), ``loss`` (RLlib's: the squared error
-    clamped at ``vf_clip_param``, e.g. 10) or ``none``. Feed-forward modules only: recurrent
-    ones learn with RLlib's loss."""
+    clamped at ``vf_clip_param``, e.g. 10) or ``none``."""
     advantage_norm: str = "minibatch"
     """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
-    ``batch`` (RLlib's) or ``none``. Feed-forward modules only (recurrent: per batch)."""
+    ``batch`` (RLlib's) or ``none``."""
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     learner_threads: int = 1
-    """torch threads of the learner's SGD (feed-forward modules). One seed's minibatches are
+    """torch threads of the learner's SGD. One seed's minibatches are
     too small to gain from more; ``model.seeds`` stacked seeds' are not (2 threads on 2
     cores: 1.65x per SGD step at 10 seeds, measured)."""
     entropy_coeff: float = 0.01
@@ -232,17 +231,14 @@ def configure_ppo(
     env_id: str, settings: PPOSettings, modules: MultiRLModuleSpec, opts: RunOptions
 ) -> PPOConfig:
     """The RLlib config that trains ``modules`` (from :func:`declare_ppo`) on ``env_id`` with
-    PPO: feed-forward modules on the sampler's arrays with GAE done where they were sampled
-    (``policies.ppo.array_path``), recurrent ones on RLlib's episodes and sequence handling."""
+    PPO on the sampler's arrays with GAE done where they were sampled
+    (``policies.ppo.array_path``; recurrent modules in chunks of ``model.max_seq_len``)."""
     names = list(modules.rl_module_specs)
     trained = [m for m in names if m not in opts.frozen]
     check_sampler_memory(modules, settings, opts.num_env_runners)
     mapping = agent_to_module_from_specs(modules)
-    # One boolean picks both the network and the learner's data path: a recurrent module
-    # needs RLlib's sequences (episodes); a feed-forward one learns from arrays.
-    algo_class = PPO if settings.model.recurrent else ArrayPPO
     return (
-        PPOConfig(algo_class=algo_class)
+        PPOConfig(algo_class=ArrayPPO)
         .environment(env=env_id, env_config=opts.env_config)
         .framework("torch")
         .env_runners(
@@ -267,7 +263,7 @@ def configure_ppo(
             gamma=settings.gamma,
             lambda_=settings.gae_lambda,
             clip_param=settings.clip_param,
-            # RLlib's own loss (recurrent modules) clamps only under value_clip=loss
+            # RLlib's own loss (episodes handed to the learner) clamps only under value_clip=loss
             vf_clip_param=settings.vf_clip_param if settings.value_clip == "loss" else math.inf,
             entropy_coeff=settings.entropy_coeff,
             vf_loss_coeff=settings.vf_loss_coeff,
@@ -285,7 +281,7 @@ def configure_ppo(
                 LossSettings.KEY: loss_settings(settings).as_dict(),
                 THREADS_KEY: settings.learner_threads,
             },
-            **({} if settings.model.recurrent else {"learner_class": ArrayPPOLearner}),
+            learner_class=ArrayPPOLearner,
         )
         .callbacks([DiversityCallback, GreedyTests])
         .reporting(metrics_num_episodes_for_smoothing=100)
