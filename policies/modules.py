@@ -328,8 +328,10 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         where ``resets`` ``[N]`` is 1."""
         if len(lead) == 2:
             seq = x.reshape(*lead, -1)
-        elif len(h0) == len(x):
-            seq = x[:, None]
+        elif len(h0) == len(x):  # the sampler's step: one op, not the sequence machinery
+            h = torch.gru_cell(x, h0, gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0,
+                               gru.bias_hh_l0)  # fmt: skip
+            return h, h
         else:
             seq = x.reshape(len(h0), len(x) // len(h0), -1)
             if resets is not None:
@@ -433,17 +435,69 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
 
 def gru_unroll(gru: nn.GRU, seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
-    """``gru`` over chunks ``seq`` ``[C, L, F]`` from ``h0`` ``[C, H]``, the state zeroed
-    before step t of chunk c where ``resets[c, t]`` is 1; returns outputs ``[C, L, H]`` and
-    the last state. As MAPPO's ``onpolicy`` (marlbenchmark/on-policy@de66d7a:
-    onpolicy/algorithms/utils/rnn.py:38-70): the steps where any chunk resets split the
-    unroll, and each stretch between them is one fused GRU call."""
+    """``gru`` (one layer) over chunks ``seq`` ``[C, L, F]`` from ``h0`` ``[C, H]``, the state
+    zeroed before step t of chunk c where ``resets[c, t]`` is 1, as MAPPO's ``onpolicy``
+    multiplies it by its masks (marlbenchmark/on-policy@de66d7a:
+    onpolicy/algorithms/utils/rnn.py:38-70); returns outputs ``[C, L, H]`` and the last
+    state. One step loop of torch's GRU equations with a hand-written backward
+    (:class:`_GRUChunks`): eager autograd through per-step GRU calls costs about twice as
+    much at the learner's minibatch sizes."""
     keep = 1.0 - resets.to(seq.dtype)
-    cuts = (torch.nonzero(resets[:, 1:].any(0)).flatten() + 1).tolist()
-    bounds = [0, *cuts, seq.shape[1]]
-    h, outs = h0, []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        out, hn = gru(seq[:, a:b], (h * keep[:, a, None])[None].contiguous())
-        outs.append(out)
-        h = hn[0]
-    return (outs[0] if len(outs) == 1 else torch.cat(outs, 1)), h
+    out, h = _GRUChunks.apply(
+        seq, h0, keep, gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0
+    )
+    return out.transpose(0, 1), h
+
+
+class _GRUChunks(torch.autograd.Function):
+    """torch's GRU (gates r, z, n: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``,
+    ``h' = (1 - z) * n + z * h``) over C chunks of L steps with the state multiplied by
+    ``keep [C, L]`` before each step. Buffers are time-major ``[L, C, ...]`` (each step's rows
+    contiguous) and one allocation each way (large fresh buffers cost page faults); the input
+    and weight gradients are one matmul each over all steps."""
+
+    @staticmethod
+    def forward(ctx, x, h0, keep, w_ih, w_hh, b_ih, b_hh):
+        C, L, _ = x.shape
+        H = h0.shape[-1]
+        xt = x.transpose(0, 1).reshape(L * C, -1)
+        gi = torch.addmm(b_ih, xt, w_ih.t()).view(L, C, 3 * H)
+        keep_t = keep.t().unsqueeze(-1)  # [L, C, 1]
+        # per step: the state it starts from, gates r and z, n, and W_hn h + b_hn
+        saved = x.new_empty(L, C, 5 * H)
+        hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
+        out = x.new_empty(L, C, H)
+        h = h0
+        for t in range(L):
+            h = torch.mul(h, keep_t[t], out=hprev[t])
+            gh = torch.addmm(b_hh, h, w_hh.t())
+            torch.sigmoid(gi[t, :, : 2 * H] + gh[:, : 2 * H], out=rz[t])
+            ghn[t] = gh[:, 2 * H :]
+            torch.tanh(torch.addcmul(gi[t, :, 2 * H :], rz[t, :, :H], ghn[t]), out=n[t])
+            h = torch.addcmul(n[t], rz[t, :, H:], h - n[t], out=out[t])
+        ctx.save_for_backward(xt, keep_t, w_ih, w_hh, saved)
+        return out, h.clone()
+
+    @staticmethod
+    def backward(ctx, dout, dh_last):
+        xt, keep_t, w_ih, w_hh, saved = ctx.saved_tensors
+        L, C, H = saved.shape[0], saved.shape[1], saved.shape[2] // 5
+        hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
+        grads = xt.new_empty(L, C, 6 * H)  # per step: d(input gates) r z n, d(state gates) r z n
+        dgi, dgh = grads.split(3 * H, -1)
+        dh = torch.zeros_like(hprev[0]) if dh_last is None else dh_last
+        for t in range(L - 1, -1, -1):
+            if dout is not None:
+                dh = dh + dout[t]
+            r, z = rz[t, :, :H], rz[t, :, H:]
+            dn = torch.mul(dh * (1 - z), 1 - n[t] * n[t], out=dgi[t, :, 2 * H :])
+            torch.mul(dh * (hprev[t] - n[t]), z * (1 - z), out=dgi[t, :, H : 2 * H])
+            torch.mul(dn * ghn[t], r * (1 - r), out=dgi[t, :, :H])
+            dgh[t, :, : 2 * H] = dgi[t, :, : 2 * H]
+            torch.mul(dn, r, out=dgh[t, :, 2 * H :])
+            dh = torch.addmm(dh * z, dgh[t], w_hh) * keep_t[t]
+        dgi, dgh = dgi.reshape(L * C, 3 * H), dgh.reshape(L * C, 3 * H)
+        dx = (dgi @ w_ih).view(L, C, -1).transpose(0, 1) if ctx.needs_input_grad[0] else None
+        dw_ih = dgi.t() @ xt
+        dw_hh = dgh.t() @ hprev.reshape(L * C, H)
+        return dx, dh, None, dw_ih, dw_hh, dgi.sum(0), dgh.sum(0)

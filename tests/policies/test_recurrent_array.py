@@ -147,25 +147,40 @@ def test_chunks_replay_the_samplers_states_log_probs_and_values(ray_session, env
         algo.stop()
 
 
-def test_the_unroll_resets_where_told_and_equals_one_gru_call_without_resets():
+def test_the_unroll_and_its_gradients_equal_torchs_gru_step_by_step():
+    """:func:`gru_unroll` (a hand-written backward) against ``nn.GRU`` called one step at a
+    time with the state zeroed at each reset: outputs, last state and every gradient."""
     torch.manual_seed(0)
     gru = torch.nn.GRU(3, 4, batch_first=True)
-    seq, h0 = torch.randn(5, 6, 3), torch.randn(5, 4)
+    seq = torch.randn(5, 6, 3, requires_grad=True)
+    h0 = torch.randn(5, 4, requires_grad=True)
     resets = torch.zeros(5, 6)
-    plain, h_plain = gru(seq, h0[None])
+    resets[1, 3] = resets[4, 1] = resets[2, 0] = 1.0
+    weights = torch.randn(5, 6, 4)
+
+    def grads(out, h):
+        for p in (seq, h0, *gru.parameters()):
+            p.grad = None
+        ((out * weights).sum() + h.pow(2).sum()).backward()
+        return [p.grad.clone() for p in (seq, h0, *gru.parameters())]
+
     out, h = gru_unroll(gru, seq, h0, resets)
-    torch.testing.assert_close(out, plain)
-    torch.testing.assert_close(h, h_plain[0])
-    resets[1, 3] = resets[4, 1] = 1.0
-    out, h = gru_unroll(gru, seq, h0, resets)
+    ours = grads(out, h)
+    steps, last = [], []
     for c in range(5):
         state = h0[c : c + 1]
         for t in range(6):
-            state = state * (1 - resets[c, t])
-            y, state = gru(seq[c : c + 1, t : t + 1], state[None])
-            state = state[0]
-            torch.testing.assert_close(out[c, t], y[0, 0])
-        torch.testing.assert_close(h[c], state[0])
+            y, s = gru(seq[c : c + 1, t : t + 1], (state * (1 - resets[c, t]))[None])
+            state = s[0]
+            steps.append(y[0, 0])
+        last.append(state[0])
+    ref_out, ref_h = torch.stack(steps).view(5, 6, 4), torch.stack(last)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(h, ref_h)
+    for a, b in zip(ours, grads(ref_out, ref_h), strict=True):
+        torch.testing.assert_close(a, b)
+    # ... and without resets, one fused call of torch's GRU
+    torch.testing.assert_close(gru_unroll(gru, seq, h0, 0 * resets)[0], gru(seq, h0[None])[0])
 
 
 def test_one_update_equals_a_hand_rolled_loop(ray_session):
