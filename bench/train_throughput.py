@@ -11,8 +11,9 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
   with 0 and 1 remote EnvRunners, and Arena's MAPPO;
 * simple_tag_v3 with two policies, adversaries and the good agent (Arena: B mpe2 envs behind
   the batch interface, ``--policies per_group``);
-* simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU) against
-  RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both);
+* simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU, the
+  learner on 16-step chunks of the arrays) against RLlib's default PPO with ``use_lstm``
+  (max_seq_len 16 both), and the GRU's rate over Arena's feed-forward MAPPO;
 * Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
   path before ``policies.ppo.array_path``), and the bare single-file PPO loop of
   ``bench/bare_ppo.py`` (the floor) on the same core and settings;
@@ -376,6 +377,9 @@ def main() -> None:
             "bare_over_arena": results[(f"{algo}_bare", 0)]["train_env_steps_per_s"] / fast,
             "array_path_speedup": fast / results[(f"{algo}_episodes", 0)]["train_env_steps_per_s"],
         }
+    summary["mappo_gru_over_feed_forward"] = (
+        results[("rnn_arena", 0)]["train_env_steps_per_s"] / arena["mappo"]["train_env_steps_per_s"]
+    )
     if jaxmarl is not None:
         rate = jaxmarl["env_steps_per_s"]
         summary["vs_jaxmarl"] = {

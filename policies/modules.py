@@ -382,6 +382,10 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         if self.recurrent:
             h0 = batch[Columns.STATE_IN]["actor"]
             z, h = self._recur(self.pi_gru, z, h0, lead, batch.get(SEQ_RESETS))
+        return self.policy_head(z, batch, lead), h
+
+    def policy_head(self, z: torch.Tensor, batch: dict, lead: tuple[int, ...]) -> torch.Tensor:
+        """Distribution inputs ``[*lead, A]`` from the actor's features ``z``."""
         out = self.pi_out(z, batch)
         if self.log_std is not None:
             log_std = self.log_std
@@ -390,7 +394,7 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         elif self.spec.mask_dim:
             out = out.masked_fill(self._rows(batch, MASK) < 0.5, FLOAT_MIN)
-        return out.reshape(*lead, -1), h
+        return out.reshape(*lead, -1)
 
     def critic(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Values ``[*lead]`` and the critic's next hidden state."""
@@ -401,6 +405,19 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             h0 = batch[Columns.STATE_IN]["critic"]
             z, h = self._recur(self.vf_gru, z, h0, lead, batch.get(SEQ_RESETS))
         return self.vf_out(z, batch).reshape(*lead), h
+
+    def chunk_features(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chunked training batch (``SEQ_RESETS`` in it) through both bodies and both GRUs
+        in one unroll (:func:`grus_unroll`): the actor's and the critic's features ``[N, H]``."""
+        za = self.pi_body(self.actor_input(batch))
+        zc = self.vf_body(self.critic_input(batch))
+        h0 = torch.stack([batch[Columns.STATE_IN]["actor"], batch[Columns.STATE_IN]["critic"]])
+        C = h0.shape[1]
+        seq = torch.stack([za, zc]).view(2, C, len(za) // C, -1)
+        resets = batch[SEQ_RESETS].view(seq.shape[1:3])
+        out, _ = grus_unroll([self.pi_gru, self.vf_gru], seq, h0, resets)
+        out = out.reshape(2, len(za), -1)
+        return out[0], out[1]
 
     # -- RLlib ----------------------------------------------------------------------------------
 
@@ -416,11 +433,19 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
     @override(RLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        # the loss reads the actor's outputs and compute_values: no critic pass for STATE_OUT
+        """The actor's outputs for the loss; a chunked recurrent batch's critic features
+        come along as ``EMBEDDINGS`` (actor and critic unrolled together), which
+        :meth:`compute_values` then reads, as RLlib's PPO loss passes them."""
+        if self.recurrent and SEQ_RESETS in batch:
+            za, zc = self.chunk_features(batch)
+            logits = self.policy_head(za, batch, (len(za),))
+            return {Columns.ACTION_DIST_INPUTS: logits, Columns.EMBEDDINGS: zc}
         return {Columns.ACTION_DIST_INPUTS: self.actor(batch)[0]}
 
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        if embeddings is not None:  # the critic's features from _forward_train
+            return self.vf_out(embeddings, batch).reshape(len(embeddings))
         return self.critic(batch)[0]
 
     def step(self, obs: dict[str, torch.Tensor], state: dict | None):
@@ -436,68 +461,82 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
 def gru_unroll(gru: nn.GRU, seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
     """``gru`` (one layer) over chunks ``seq`` ``[C, L, F]`` from ``h0`` ``[C, H]``, the state
-    zeroed before step t of chunk c where ``resets[c, t]`` is 1, as MAPPO's ``onpolicy``
-    multiplies it by its masks (marlbenchmark/on-policy@de66d7a:
-    onpolicy/algorithms/utils/rnn.py:38-70); returns outputs ``[C, L, H]`` and the last
-    state. One step loop of torch's GRU equations with a hand-written backward
-    (:class:`_GRUChunks`): eager autograd through per-step GRU calls costs about twice as
-    much at the learner's minibatch sizes."""
+    zeroed before step t of chunk c where ``resets[c, t]`` is 1; returns outputs ``[C, L, H]``
+    and the last state (:func:`grus_unroll` of one GRU)."""
+    out, h = grus_unroll([gru], seq[None], h0[None], resets)
+    return out[0], h[0]
+
+
+def grus_unroll(grus: list[nn.GRU], seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
+    """G one-layer GRUs of equal sizes side by side (actor and critic) over the same chunks:
+    inputs ``seq`` ``[G, C, L, F]`` from ``h0`` ``[G, C, H]``, the state zeroed before step t
+    of chunk c where ``resets[c, t]`` is 1, as MAPPO's ``onpolicy`` multiplies it by its masks
+    (marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/utils/rnn.py:38-70); returns
+    outputs ``[G, C, L, H]`` and the last states ``[G, C, H]``. One step loop of torch's GRU
+    equations for all G with a hand-written backward (:class:`_GRUChunks`): eager autograd
+    through per-step GRU calls costs about twice as much at the learner's minibatch sizes."""
     keep = 1.0 - resets.to(seq.dtype)
-    out, h = _GRUChunks.apply(
-        seq, h0, keep, gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0
-    )
-    return out.transpose(0, 1), h
+    weights = [
+        torch.stack([getattr(g, name) for g in grus])
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+    ]
+    out, h = _GRUChunks.apply(seq, h0, keep, *weights)
+    return out.transpose(1, 2), h
 
 
 class _GRUChunks(torch.autograd.Function):
-    """torch's GRU (gates r, z, n: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``,
-    ``h' = (1 - z) * n + z * h``) over C chunks of L steps with the state multiplied by
-    ``keep [C, L]`` before each step. Buffers are time-major ``[L, C, ...]`` (each step's rows
-    contiguous) and one allocation each way (large fresh buffers cost page faults); the input
-    and weight gradients are one matmul each over all steps."""
+    """G GRUs with torch's equations (gates r, z, n: ``n = tanh(W_in x + b_in + r * (W_hn h +
+    b_hn))``, ``h' = (1 - z) * n + z * h``) over C chunks of L steps, the state multiplied by
+    ``keep [C, L]`` before each step. Each step is one batched matmul and a few elementwise
+    ops for all G; the input and weight gradients are one batched matmul each over all
+    steps. Buffers are ``[G, L, C, ...]``, one allocation each way."""
 
     @staticmethod
     def forward(ctx, x, h0, keep, w_ih, w_hh, b_ih, b_hh):
-        C, L, _ = x.shape
+        G, C, L, _ = x.shape
         H = h0.shape[-1]
-        xt = x.transpose(0, 1).reshape(L * C, -1)
-        gi = torch.addmm(b_ih, xt, w_ih.t()).view(L, C, 3 * H)
-        keep_t = keep.t().unsqueeze(-1)  # [L, C, 1]
+        xt = x.transpose(1, 2).reshape(G, L * C, -1)
+        gi = torch.baddbmm(b_ih[:, None], xt, w_ih.transpose(1, 2)).view(G, L, C, 3 * H)
+        keep_t = keep.t()[None, :, :, None]  # [1, L, C, 1]
         # per step: the state it starts from, gates r and z, n, and W_hn h + b_hn
-        saved = x.new_empty(L, C, 5 * H)
+        saved = x.new_empty(G, L, C, 5 * H)
         hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
-        out = x.new_empty(L, C, H)
+        out = x.new_empty(G, L, C, H)
+        w_hh_t, b_hh = w_hh.transpose(1, 2), b_hh[:, None]
         h = h0
         for t in range(L):
-            h = torch.mul(h, keep_t[t], out=hprev[t])
-            gh = torch.addmm(b_hh, h, w_hh.t())
-            torch.sigmoid(gi[t, :, : 2 * H] + gh[:, : 2 * H], out=rz[t])
-            ghn[t] = gh[:, 2 * H :]
-            torch.tanh(torch.addcmul(gi[t, :, 2 * H :], rz[t, :, :H], ghn[t]), out=n[t])
-            h = torch.addcmul(n[t], rz[t, :, H:], h - n[t], out=out[t])
+            h = torch.mul(h, keep_t[:, t], out=hprev[:, t])
+            gh = torch.baddbmm(b_hh, h, w_hh_t)
+            torch.sigmoid(gi[:, t, :, : 2 * H] + gh[..., : 2 * H], out=rz[:, t])
+            ghn[:, t] = gh[..., 2 * H :]
+            torch.tanh(torch.addcmul(gi[:, t, :, 2 * H :], rz[:, t, :, :H], ghn[:, t]), out=n[:, t])
+            h = torch.addcmul(n[:, t], rz[:, t, :, H:], h - n[:, t], out=out[:, t])
         ctx.save_for_backward(xt, keep_t, w_ih, w_hh, saved)
         return out, h.clone()
 
     @staticmethod
     def backward(ctx, dout, dh_last):
         xt, keep_t, w_ih, w_hh, saved = ctx.saved_tensors
-        L, C, H = saved.shape[0], saved.shape[1], saved.shape[2] // 5
+        G, L, C = saved.shape[:3]
+        H = saved.shape[3] // 5
         hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
-        grads = xt.new_empty(L, C, 6 * H)  # per step: d(input gates) r z n, d(state gates) r z n
+        grads = xt.new_empty(G, L, C, 6 * H)  # per step: d(input gates), d(state gates)
         dgi, dgh = grads.split(3 * H, -1)
-        dh = torch.zeros_like(hprev[0]) if dh_last is None else dh_last
+        dh = torch.zeros_like(hprev[:, 0]) if dh_last is None else dh_last
         for t in range(L - 1, -1, -1):
             if dout is not None:
-                dh = dh + dout[t]
-            r, z = rz[t, :, :H], rz[t, :, H:]
-            dn = torch.mul(dh * (1 - z), 1 - n[t] * n[t], out=dgi[t, :, 2 * H :])
-            torch.mul(dh * (hprev[t] - n[t]), z * (1 - z), out=dgi[t, :, H : 2 * H])
-            torch.mul(dn * ghn[t], r * (1 - r), out=dgi[t, :, :H])
-            dgh[t, :, : 2 * H] = dgi[t, :, : 2 * H]
-            torch.mul(dn, r, out=dgh[t, :, 2 * H :])
-            dh = torch.addmm(dh * z, dgh[t], w_hh) * keep_t[t]
-        dgi, dgh = dgi.reshape(L * C, 3 * H), dgh.reshape(L * C, 3 * H)
-        dx = (dgi @ w_ih).view(L, C, -1).transpose(0, 1) if ctx.needs_input_grad[0] else None
-        dw_ih = dgi.t() @ xt
-        dw_hh = dgh.t() @ hprev.reshape(L * C, H)
-        return dx, dh, None, dw_ih, dw_hh, dgi.sum(0), dgh.sum(0)
+                dh = dh + dout[:, t]
+            r, z, nt = rz[:, t, :, :H], rz[:, t, :, H:], n[:, t]
+            dn = torch.mul(dh * (1 - z), 1 - nt * nt, out=dgi[:, t, :, 2 * H :])
+            torch.mul(dh * (hprev[:, t] - nt), z * (1 - z), out=dgi[:, t, :, H : 2 * H])
+            torch.mul(dn * ghn[:, t], r * (1 - r), out=dgi[:, t, :, :H])
+            dgh[:, t, :, : 2 * H] = dgi[:, t, :, : 2 * H]
+            torch.mul(dn, r, out=dgh[:, t, :, 2 * H :])
+            dh = torch.baddbmm(dh * z, dgh[:, t], w_hh) * keep_t[:, t]
+        dgi, dgh = dgi.reshape(G, L * C, 3 * H), dgh.reshape(G, L * C, 3 * H)
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = torch.bmm(dgi, w_ih).view(G, L, C, -1).transpose(1, 2)
+        dw_ih = torch.bmm(dgi.transpose(1, 2), xt)
+        dw_hh = torch.bmm(dgh.transpose(1, 2), hprev.reshape(G, L * C, H))
+        return dx, dh, None, dw_ih, dw_hh, dgi.sum(1), dgh.sum(1)

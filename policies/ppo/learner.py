@@ -227,7 +227,7 @@ class ArrayPPOLearner(PPOTorchLearner):
             adv = standardised(adv.view(seeds_of(inner), -1)).view(-1)
         clip = loss.clip_param
         surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-        values = inner.compute_values(mb)
+        values = inner.compute_values(mb, embeddings=out.get(Columns.EMBEDDINGS))
         targets = mb[Postprocessing.VALUE_TARGETS]
         vf_loss = value_loss(values, mb.get(Columns.VF_PREDS), targets, loss)
         entropy = dist.entropy().mean()
