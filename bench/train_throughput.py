@@ -13,7 +13,8 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
   the batch interface, ``--policies per_group``);
 * simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU, the
   learner on 16-step chunks of the arrays) against RLlib's default PPO with ``use_lstm``
-  (max_seq_len 16 both), and the GRU's rate over Arena's feed-forward MAPPO;
+  (max_seq_len 16 both), Arena's GRU on RLlib's episodes (the path before), and the GRU's
+  rate over Arena's feed-forward MAPPO;
 * Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
   path before ``policies.ppo.array_path``), and the bare single-file PPO loop of
   ``bench/bare_ppo.py`` (the floor) on the same core and settings;
@@ -22,8 +23,9 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
   first, in its own venv (``make jaxmarl-venv``; ``--jaxmarl-python``), before Ray starts;
   skipped with a note when that venv is missing. Its compile time is reported apart;
 * the MAPPO paper's SMAC setup (``--smac``): Arena's MAPPO on smac/3m-v0 with
-  ``--set paper=true`` (a GRU over 10-step chunks, 8 envs x 400 steps a batch, 15 epochs)
-  and the same settings with feed-forward modules, in one run, and their ratio;
+  ``--set paper=true`` (a GRU over 10-step chunks, 8 envs x 400 steps a batch, 15 epochs),
+  the same settings with feed-forward modules, the GRU with ``learner_threads=2``, and the
+  GRU learning from RLlib's episodes (the path before), in one run, and the ratios;
 * value-based (``--value``): Arena's QMIX and IQL (PyMARL's defaults: one env, an update of 32
   whole episodes per episode sampled; IQL also feed-forward) against RLlib's own multi-agent
   DQN (``MultiAgentEpisodeReplayBuffer``, one shared module) on simple_spread with the same
@@ -111,7 +113,7 @@ def arena_config(
     return info.build(env_id, settings, num_env_runners=num_env_runners, seed=seed, sharing=sharing)
 
 
-def smac_paper_config(recurrent: bool, seed: int = 0):
+def smac_paper_config(recurrent: bool, seed: int = 0, learner_threads: int = 1):
     """Arena's MAPPO with the MAPPO paper's settings on smac/3m-v0 (``paper=true``), or the
     same settings with feed-forward modules."""
     import dataclasses
@@ -120,7 +122,7 @@ def smac_paper_config(recurrent: bool, seed: int = 0):
     from policies.mappo import paper_settings
 
     info = algorithm.get("mappo")
-    settings = info.settings(paper=True, test_interval=0)
+    settings = info.settings(paper=True, test_interval=0, learner_threads=learner_threads)
     if not recurrent:  # the paper's settings, filled in here, with feed-forward modules
         settings = paper_settings(SMAC_ENV, settings)
         model = dataclasses.replace(settings.model, recurrent=False)
@@ -129,10 +131,24 @@ def smac_paper_config(recurrent: bool, seed: int = 0):
 
 
 def smac_paper(iterations: int) -> None:
+    from ray.rllib.algorithms.ppo import PPO
+
     ff = measure("arena_mappo_paper_feed_forward/smac_3m", smac_paper_config(False), iterations)
     rnn = measure("arena_mappo_paper_gru/smac_3m", smac_paper_config(True), iterations)
-    ratio = rnn["train_env_steps_per_s"] / ff["train_env_steps_per_s"]
-    print(json.dumps({"summary": "smac_paper", "gru_over_feed_forward": ratio}), flush=True)
+    two = measure(
+        "arena_mappo_paper_gru_learner_threads=2/smac_3m", smac_paper_config(True, 0, 2), iterations
+    )
+    config = smac_paper_config(True)
+    config.algo_class = PPO  # the recurrent path before: episodes, RLlib's connectors
+    episodes = measure("arena_mappo_paper_gru_episode_path/smac_3m", config, iterations)
+    rate = rnn["train_env_steps_per_s"]
+    summary = {
+        "summary": "smac_paper",
+        "gru_over_feed_forward": rate / ff["train_env_steps_per_s"],
+        "gru_arrays_over_episodes": rate / episodes["train_env_steps_per_s"],
+        "gru_two_learner_threads_over_one": two["train_env_steps_per_s"] / rate,
+    }
+    print(json.dumps(summary), flush=True)
 
 
 def measure(name: str, config, iterations: int) -> dict:
@@ -366,6 +382,11 @@ def main() -> None:
     results[("rnn_arena", 0)] = measure(
         "arena_mappo_gru/runners=0", arena_config("mappo", 0, recurrent=True), args.iterations
     )
+    config = arena_config("mappo", 0, recurrent=True)
+    config.algo_class = PPO
+    results[("rnn_arena_episodes", 0)] = measure(
+        "arena_mappo_gru_episode_path/runners=0", config, args.iterations
+    )
     summary = {"summary": True}
     pairs = {f"runners={n}": (("default", n), ("arena", n)) for n in runner_counts}
     pairs["simple_tag_two_policies"] = (("tag_default", 0), ("tag_arena", 0))
@@ -377,9 +398,11 @@ def main() -> None:
             "bare_over_arena": results[(f"{algo}_bare", 0)]["train_env_steps_per_s"] / fast,
             "array_path_speedup": fast / results[(f"{algo}_episodes", 0)]["train_env_steps_per_s"],
         }
-    summary["mappo_gru_over_feed_forward"] = (
-        results[("rnn_arena", 0)]["train_env_steps_per_s"] / arena["mappo"]["train_env_steps_per_s"]
-    )
+    gru = results[("rnn_arena", 0)]["train_env_steps_per_s"]
+    summary["mappo_gru"] = {
+        "over_feed_forward": gru / arena["mappo"]["train_env_steps_per_s"],
+        "arrays_over_episodes": gru / results[("rnn_arena_episodes", 0)]["train_env_steps_per_s"],
+    }
     if jaxmarl is not None:
         rate = jaxmarl["env_steps_per_s"]
         summary["vs_jaxmarl"] = {
