@@ -47,7 +47,9 @@ PARTS = {
         ("policies/ppo/learner.py", "_gather"),
     ],
     "backward": [("torch/_tensor.py", "backward")],
-    "gru_unroll": [("policies/modules.py", "gru_unroll")],
+    # recurrent modules: the learner's chunk unroll (actor and critic), forward and backward
+    "gru_unroll_forward": [("policies/modules.py", "grus_unroll")],
+    "gru_unroll_backward": [("policies/modules.py", "backward")],
     "optimiser_and_clip": [
         ("torch/optim/adam.py", "step"),
         ("nn/utils/clip_grad.py", "clip_grad_norm_"),
