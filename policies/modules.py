@@ -52,7 +52,8 @@ class ModelSettings:
     recurrent: bool = False
     """A GRU after the hidden layers of actor and critic (hidden state carried across steps)."""
     max_seq_len: int = 16
-    """Training sequence length of a recurrent module (BPTT window)."""
+    """Training sequence length of a recurrent module (BPTT window): PPO learns on chunks of
+    this many steps, its rollout rounded up to a multiple of it."""
     conv_channels: list[int] | None = None
     """Channels of the CNN encoding image observations (default [16, 32])."""
     token_embedding: int = 32
@@ -89,7 +90,7 @@ class ModelSettings:
             bad.append(f"{hidden} (over {self.MAX_HIDDEN_WEIGHTS:,} weights)")
         if self.activation not in ("tanh", "relu"):
             bad.append(f"model.activation={shown(self.activation)} (tanh or relu)")
-        if not 0 < self.max_seq_len <= self.MAX_SEQ_LEN:  # batches are padded to it
+        if not 0 < self.max_seq_len <= self.MAX_SEQ_LEN:  # rollouts are rounded up to it
             bad.append(f"model.max_seq_len={self.max_seq_len} (in 1..{self.MAX_SEQ_LEN})")
         channels = f"model.conv_channels={shown(self.conv_channels)}"
         if not self.conv_channels or len(self.conv_channels) > self.MAX_CONV_LAYERS:

@@ -71,9 +71,10 @@ class PPOSettings:
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     learner_threads: int = 1
-    """torch threads of the learner's SGD. One seed's minibatches are
-    too small to gain from more; ``model.seeds`` stacked seeds' are not (2 threads on 2
-    cores: 1.65x per SGD step at 10 seeds, measured)."""
+    """torch threads of the learner's SGD. One seed's feed-forward minibatches are too small
+    to gain from more; ``model.seeds`` stacked seeds' are not (2 threads on 2 cores: 1.65x
+    per SGD step at 10 seeds, measured), nor a recurrent module's (1.46x end to end with
+    MAPPO's ``paper=true`` on SMAC 3m, docs/performance.md)."""
     entropy_coeff: float = 0.01
     """Entropy bonus weight."""
     vf_loss_coeff: float = 0.5
