@@ -2,11 +2,11 @@
 
 RLlib's ``Learner.update`` wraps every minibatch in Python bookkeeping (a cyclic iterator that
 slices a ``MultiAgentBatch``, tensor conversion, metrics logged per minibatch, a summed loss
-over modules). For the array path's batches (``policies.ppo.array_path``) :meth:`ArrayPPOLearner.update` instead
-converts each module's batch to tensors once, permutes it once per epoch (one gather per
-column; a recurrent module's batch is permuted by whole chunks), takes minibatches as
-contiguous views and keeps statistics of the last minibatch only
-(what RLlib's ``window=1`` logging keeps). The number of minibatches is
+over modules). For the array path's batches (``policies.ppo.array_path``)
+:meth:`ArrayPPOLearner.update` instead converts each module's batch to tensors once, permutes
+it once per epoch (one gather per column; a recurrent module's batch by whole chunks), takes
+minibatches as contiguous views and keeps statistics of the last minibatch only (what
+RLlib's ``window=1`` logging keeps). The number of minibatches is
 ``round(rows / minibatch_size)``, of equal size (as CleanRL and JaxMARL split a batch).
 
 The loss is PPO's clipped surrogate with the value loss and advantage scope of the field's
