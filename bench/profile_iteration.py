@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/profile_iteration.py [--algo ippo] [--iterations 5] [--recurrent]
     .venv/bin/python bench/profile_iteration.py --algo qmix --env smac/3m-v0
+    .venv/bin/python bench/profile_iteration.py --algo mappo --env smac/3m-v0 --paper
 
 PPO on simple_spread with Arena's defaults (4,000 env steps, minibatch 512, 5 epochs), or a
 value-based algorithm with its defaults (PyMARL's: 2,000 env steps an iteration, an update of
@@ -46,6 +47,9 @@ PARTS = {
         ("policies/ppo/learner.py", "_gather"),
     ],
     "backward": [("torch/_tensor.py", "backward")],
+    # recurrent modules: the learner's chunk unroll (actor and critic), forward and backward
+    "gru_unroll_forward": [("policies/modules.py", "grus_unroll")],
+    "gru_unroll_backward": [("policies/modules.py", "backward")],
     "optimiser_and_clip": [
         ("torch/optim/adam.py", "step"),
         ("nn/utils/clip_grad.py", "clip_grad_norm_"),
@@ -78,6 +82,7 @@ def main() -> None:
     p.add_argument("--algo", default="ippo")
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--recurrent", action="store_true")
+    p.add_argument("--paper", action="store_true", help="mappo on SMAC: the MAPPO paper's setup")
     p.add_argument("--env", default="mpe/simple_spread-v3")
     p.add_argument(
         "--path",
@@ -97,8 +102,8 @@ def main() -> None:
     torch.set_num_threads(1)
     runtime.connect(dashboard=False)
     info = algorithm.get(args.algo)
-    settings = info.settings()
-    if args.recurrent:
+    settings = info.settings(**({"paper": True} if args.paper else {}))
+    if args.recurrent and not args.paper:  # paper=true makes them recurrent itself
         settings.model.recurrent = True
     if hasattr(settings, "test_interval"):
         settings.test_interval = 0  # greedy test episodes are not training
@@ -130,7 +135,8 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "config": f"arena_{args.algo}{'_gru' if args.recurrent else ''}/{args.env}",
+                "config": f"arena_{args.algo}{'_gru' if args.recurrent or args.paper else ''}"
+                f"{'_paper' if args.paper else ''}/{args.env}",
                 "path": args.path,
                 "iterations": args.iterations,
                 "s_per_iteration": round(per_it, 4),

@@ -1,7 +1,7 @@
 """Sampling and training throughput: Arena's sampler against RLlib's default multi-agent path.
 
     .venv/bin/python bench/train_throughput.py [--iterations 3] [--runners 0,1]
-        [--jaxmarl-python bench/.jaxmarl-venv/bin/python]
+        [--jaxmarl-python bench/.jaxmarl-venv/bin/python] [--value | --smac]
 
 Both sides run PPO, batch 4,000 env steps, minibatch 512, 5 epochs, OMP_NUM_THREADS=1, in
 one Ray session. RLlib's default is ``ParallelPettingZooEnv`` with RLlib's own EnvRunner and
@@ -11,8 +11,10 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
   with 0 and 1 remote EnvRunners, and Arena's MAPPO;
 * simple_tag_v3 with two policies, adversaries and the good agent (Arena: B mpe2 envs behind
   the batch interface, ``--policies per_group``);
-* simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU) against
-  RLlib's default PPO with ``use_lstm`` (max_seq_len 16 both);
+* simple_spread with recurrent policies: Arena's MAPPO with ``model.recurrent`` (GRU, the
+  learner on 16-step chunks of the arrays) against RLlib's default PPO with ``use_lstm``
+  (max_seq_len 16 both), Arena's GRU on RLlib's episodes (the path before), and the GRU's
+  rate over Arena's feed-forward MAPPO;
 * Arena's ippo and mappo with the learner fed episodes through RLlib's learner connectors (the
   path before ``policies.ppo.array_path``), and the bare single-file PPO loop of
   ``bench/bare_ppo.py`` (the floor) on the same core and settings;
@@ -20,6 +22,10 @@ connectors; Arena's is ``policies.sampling.VectorEnvRunner``. Configurations:
   baseline with the settings above, the whole training loop one compiled XLA program), run
   first, in its own venv (``make jaxmarl-venv``; ``--jaxmarl-python``), before Ray starts;
   skipped with a note when that venv is missing. Its compile time is reported apart;
+* the MAPPO paper's SMAC setup (``--smac``): Arena's MAPPO on smac/3m-v0 with
+  ``--set paper=true`` (a GRU over 10-step chunks, 8 envs x 400 steps a batch, 15 epochs),
+  the same settings with feed-forward modules, the GRU with ``learner_threads=2``, and the
+  GRU learning from RLlib's episodes (the path before), in one run, and the ratios;
 * value-based (``--value``): Arena's QMIX and IQL (PyMARL's defaults: one env, an update of 32
   whole episodes per episode sampled; IQL also feed-forward) against RLlib's own multi-agent
   DQN (``MultiAgentEpisodeReplayBuffer``, one shared module) on simple_spread with the same
@@ -51,6 +57,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 BATCH, MINIBATCH, EPOCHS = 4000, 512, 5
 ENV_ID = "mpe/simple_spread-v3"
+SMAC_ENV = "smac/3m-v0"
 BENCH = Path(__file__).resolve().parent
 JAXMARL_PYTHON = BENCH / ".jaxmarl-venv" / "bin" / "python"
 
@@ -104,6 +111,44 @@ def arena_config(
     settings = info.settings(train_batch_size=BATCH, minibatch_size=MINIBATCH, num_epochs=EPOCHS)
     settings.model.recurrent = recurrent
     return info.build(env_id, settings, num_env_runners=num_env_runners, seed=seed, sharing=sharing)
+
+
+def smac_paper_config(recurrent: bool, seed: int = 0, learner_threads: int = 1):
+    """Arena's MAPPO with the MAPPO paper's settings on smac/3m-v0 (``paper=true``), or the
+    same settings with feed-forward modules."""
+    import dataclasses
+
+    from policies import algorithm
+    from policies.mappo import paper_settings
+
+    info = algorithm.get("mappo")
+    settings = info.settings(paper=True, test_interval=0, learner_threads=learner_threads)
+    if not recurrent:  # the paper's settings, filled in here, with feed-forward modules
+        settings = paper_settings(SMAC_ENV, settings)
+        model = dataclasses.replace(settings.model, recurrent=False)
+        settings = dataclasses.replace(settings, paper=False, model=model)
+    return info.build(SMAC_ENV, settings, seed=seed)
+
+
+def smac_paper(iterations: int) -> None:
+    from ray.rllib.algorithms.ppo import PPO
+
+    ff = measure("arena_mappo_paper_feed_forward/smac_3m", smac_paper_config(False), iterations)
+    rnn = measure("arena_mappo_paper_gru/smac_3m", smac_paper_config(True), iterations)
+    two = measure(
+        "arena_mappo_paper_gru_learner_threads=2/smac_3m", smac_paper_config(True, 0, 2), iterations
+    )
+    config = smac_paper_config(True)
+    config.algo_class = PPO  # the recurrent path before: episodes, RLlib's connectors
+    episodes = measure("arena_mappo_paper_gru_episode_path/smac_3m", config, iterations)
+    rate = rnn["train_env_steps_per_s"]
+    summary = {
+        "summary": "smac_paper",
+        "gru_over_feed_forward": rate / ff["train_env_steps_per_s"],
+        "gru_arrays_over_episodes": rate / episodes["train_env_steps_per_s"],
+        "gru_two_learner_threads_over_one": two["train_env_steps_per_s"] / rate,
+    }
+    print(json.dumps(summary), flush=True)
 
 
 def measure(name: str, config, iterations: int) -> dict:
@@ -263,6 +308,7 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--runners", default="0,1", help="EnvRunner counts to measure")
     p.add_argument("--value", action="store_true", help="the value-based rows only")
+    p.add_argument("--smac", action="store_true", help="the MAPPO paper's SMAC rows only")
     p.add_argument(
         "--jaxmarl-python",
         default=str(JAXMARL_PYTHON) if JAXMARL_PYTHON.exists() else None,
@@ -274,7 +320,7 @@ def main() -> None:
     args = p.parse_args()
     runner_counts = [int(x) for x in args.runners.split(",")]
     jaxmarl = None
-    if not args.value:
+    if not (args.value or args.smac):
         if args.jaxmarl_python is None:
             print("no JaxMARL row: no bench/.jaxmarl-venv (make jaxmarl-venv)", flush=True)
         elif not Path(args.jaxmarl_python).exists():
@@ -285,8 +331,8 @@ def main() -> None:
     from training import runtime
 
     runtime.connect(dashboard=False)
-    if args.value:
-        value_based(args.iterations)
+    if args.value or args.smac:
+        (value_based if args.value else smac_paper)(args.iterations)
         runtime.shutdown()
         return
     results = {}
@@ -336,6 +382,11 @@ def main() -> None:
     results[("rnn_arena", 0)] = measure(
         "arena_mappo_gru/runners=0", arena_config("mappo", 0, recurrent=True), args.iterations
     )
+    config = arena_config("mappo", 0, recurrent=True)
+    config.algo_class = PPO
+    results[("rnn_arena_episodes", 0)] = measure(
+        "arena_mappo_gru_episode_path/runners=0", config, args.iterations
+    )
     summary = {"summary": True}
     pairs = {f"runners={n}": (("default", n), ("arena", n)) for n in runner_counts}
     pairs["simple_tag_two_policies"] = (("tag_default", 0), ("tag_arena", 0))
@@ -347,6 +398,11 @@ def main() -> None:
             "bare_over_arena": results[(f"{algo}_bare", 0)]["train_env_steps_per_s"] / fast,
             "array_path_speedup": fast / results[(f"{algo}_episodes", 0)]["train_env_steps_per_s"],
         }
+    gru = results[("rnn_arena", 0)]["train_env_steps_per_s"]
+    summary["mappo_gru"] = {
+        "over_feed_forward": gru / arena["mappo"]["train_env_steps_per_s"],
+        "arrays_over_episodes": gru / results[("rnn_arena_episodes", 0)]["train_env_steps_per_s"],
+    }
     if jaxmarl is not None:
         rate = jaxmarl["env_steps_per_s"]
         summary["vs_jaxmarl"] = {

@@ -167,7 +167,8 @@ class DiversityCallback(RLlibCallback):
         slots, observations = self.slots, self.observations
 
         def measure(learner):
-            modules = {mid: learner.module[mid] for mid in slots}
+            # unwrapped: several Learners wrap their modules for DDP
+            modules = {mid: learner.module[mid].unwrapped() for mid in slots}
             return system_diversity(modules, slots, observations)
 
         answers = list(algorithm.learner_group.foreach_learner(measure))

@@ -8,8 +8,12 @@ policy head. The critic reads the global state and agent id where the spec has t
 else the encoded observation (IPPO), through its own MLP and optional GRU.
 
 Recurrent modules follow RLlib's stateful-module conventions: ``get_initial_state()`` gives
-``{"actor": h, "critic": h}``, the learner's batches come as ``[B, T=max_seq_len, ...]`` with
-``STATE_IN`` at each sequence start, and ``STATE_OUT`` is the state after the last step.
+``{"actor": h, "critic": h}``, RLlib's sequence batches come as ``[B, T=max_seq_len, ...]``
+with ``STATE_IN`` at each sequence start, and ``STATE_OUT`` is the state after the last step.
+The array path's learner (``policies.ppo.array_path``) hands chunks instead: flat rows
+``[C * L, ...]``, C chunks of L steps one after the other, ``STATE_IN`` ``[C, h]`` at each
+chunk's start and :data:`SEQ_RESETS` ``[C * L]`` (1 where an episode starts inside a chunk:
+the state is reset there, as MAPPO's ``onpolicy`` multiplies it by its masks).
 Illegal actions get the smallest float as logit, so they are never sampled and carry no
 probability in the loss.
 """
@@ -33,6 +37,9 @@ from policies.batch import AGENT_ID, MASK, OBS, STATE, BatchSpec
 from policies.value_norm import ValueNorm
 
 FLOAT_MIN = torch.finfo(torch.float32).min
+SEQ_RESETS = "seq_resets"
+"""A chunked training batch's column ``[C * L]``: 1.0 where the recurrent state restarts from
+the initial state before that step (an episode's first step), else 0.0."""
 
 
 @dataclass
@@ -46,7 +53,8 @@ class ModelSettings:
     recurrent: bool = False
     """A GRU after the hidden layers of actor and critic (hidden state carried across steps)."""
     max_seq_len: int = 16
-    """Training sequence length of a recurrent module (BPTT window)."""
+    """Training sequence length of a recurrent module (BPTT window): PPO learns on chunks of
+    this many steps, its rollout rounded up to a multiple of it."""
     conv_channels: list[int] | None = None
     """Channels of the CNN encoding image observations (default [16, 32])."""
     token_embedding: int = 32
@@ -99,7 +107,7 @@ class ModelSettings:
             bad.append(f"{hidden} (over {self.MAX_HIDDEN_WEIGHTS:,} weights)")
         if self.activation not in ("tanh", "relu"):
             bad.append(f"model.activation={shown(self.activation)} (tanh or relu)")
-        if not 0 < self.max_seq_len <= self.MAX_SEQ_LEN:  # batches are padded to it
+        if not 0 < self.max_seq_len <= self.MAX_SEQ_LEN:  # rollouts are rounded up to it
             bad.append(f"model.max_seq_len={self.max_seq_len} (in 1..{self.MAX_SEQ_LEN})")
         channels = f"model.conv_channels={shown(self.conv_channels)}"
         if not self.conv_channels or len(self.conv_channels) > self.MAX_CONV_LAYERS:
@@ -374,10 +382,24 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
     # -- pieces -------------------------------------------------------------------------------
 
-    def _recur(self, gru, x: torch.Tensor, h0: torch.Tensor | None, lead: tuple[int, ...]):
-        """Features ``[N, F]`` through ``gru``: ``lead`` is ``(B, T)`` (learner sequences) or
-        ``(B,)`` (one step); returns features and the last hidden state."""
-        seq = x.reshape(*lead, -1) if len(lead) == 2 else x[:, None]
+    def _recur(
+        self, gru, x: torch.Tensor, h0: torch.Tensor, lead: tuple[int, ...], resets=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features ``[N, F]`` through ``gru`` from state ``h0``; returns features ``[N, H]``
+        and the last hidden state. ``lead`` ``(B, T)``: RLlib's sequences; ``(N,)``: one step
+        of N rows, or (``h0`` of C < N rows) C chunks of N / C steps with the state reset
+        where ``resets`` ``[N]`` is 1."""
+        if len(lead) == 2:
+            seq = x.reshape(*lead, -1)
+        elif len(h0) == len(x):  # the sampler's step: one op, not the sequence machinery
+            h = torch.gru_cell(x, h0, gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0,
+                               gru.bias_hh_l0)  # fmt: skip
+            return h, h
+        else:
+            seq = x.reshape(len(h0), len(x) // len(h0), -1)
+            if resets is not None:
+                out, h = gru_unroll(gru, seq, h0, resets.reshape(seq.shape[:2]))
+                return out.reshape(-1, out.shape[-1]), h
         out, h = gru(seq, h0[None].contiguous())
         return out.reshape(-1, out.shape[-1]), h[0]
 
@@ -421,8 +443,13 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         z = self.pi_body(self.actor_input(batch))
         h = None
         if self.recurrent:
-            z, h = self._recur(self.pi_gru, z, batch[Columns.STATE_IN]["actor"], lead)
+            h0 = batch[Columns.STATE_IN]["actor"]
+            z, h = self._recur(self.pi_gru, z, h0, lead, batch.get(SEQ_RESETS))
             z = self.pi_gru_norm(z)
+        return self.policy_head(z, batch, lead), h
+
+    def policy_head(self, z: torch.Tensor, batch: dict, lead: tuple[int, ...]) -> torch.Tensor:
+        """Distribution inputs ``[*lead, A]`` from the actor's features ``z``."""
         out = self.pi_out(z, batch)
         if self.log_std is not None:
             log_std = self.log_std
@@ -431,7 +458,7 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             out = torch.cat([out, log_std.expand_as(out)], dim=-1)
         elif self.spec.mask_dim:
             out = out.masked_fill(self._rows(batch, MASK) < 0.5, FLOAT_MIN)
-        return out.reshape(*lead, -1), h
+        return out.reshape(*lead, -1)
 
     def critic(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Values ``[*lead]`` and the critic's next hidden state."""
@@ -439,9 +466,23 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         z = self.vf_body(self.critic_input(batch))
         h = None
         if self.recurrent:
-            z, h = self._recur(self.vf_gru, z, batch[Columns.STATE_IN]["critic"], lead)
+            h0 = batch[Columns.STATE_IN]["critic"]
+            z, h = self._recur(self.vf_gru, z, h0, lead, batch.get(SEQ_RESETS))
             z = self.vf_gru_norm(z)
         return self.vf_out(z, batch).reshape(*lead), h
+
+    def chunk_features(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """A chunked training batch (``SEQ_RESETS`` in it) through both bodies and both GRUs
+        in one unroll (:func:`grus_unroll`): the actor's and the critic's features ``[N, H]``."""
+        za = self.pi_body(self.actor_input(batch))
+        zc = self.vf_body(self.critic_input(batch))
+        h0 = torch.stack([batch[Columns.STATE_IN]["actor"], batch[Columns.STATE_IN]["critic"]])
+        C = h0.shape[1]
+        seq = torch.stack([za, zc]).view(2, C, len(za) // C, -1)
+        resets = batch[SEQ_RESETS].view(seq.shape[1:3])
+        out, _ = grus_unroll([self.pi_gru, self.vf_gru], seq, h0, resets)
+        out = out.reshape(2, len(za), -1)
+        return self.pi_gru_norm(out[0]), self.vf_gru_norm(out[1])
 
     # -- RLlib ----------------------------------------------------------------------------------
 
@@ -455,8 +496,21 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
             out[Columns.STATE_OUT] = {"actor": h, "critic": hc}
         return out
 
+    @override(RLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        """The actor's outputs for the loss; a chunked recurrent batch's critic features
+        come along as ``EMBEDDINGS`` (actor and critic unrolled together), which
+        :meth:`compute_values` then reads, as RLlib's PPO loss passes them."""
+        if self.recurrent and SEQ_RESETS in batch:
+            za, zc = self.chunk_features(batch)
+            logits = self.policy_head(za, batch, (len(za),))
+            return {Columns.ACTION_DIST_INPUTS: logits, Columns.EMBEDDINGS: zc}
+        return {Columns.ACTION_DIST_INPUTS: self.actor(batch)[0]}
+
     @override(ValueFunctionAPI)
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
+        if embeddings is not None:  # the critic's features from _forward_train
+            return self.vf_out(embeddings, batch).reshape(len(embeddings))
         return self.critic(batch)[0]
 
     def step(self, obs: dict[str, torch.Tensor], state: dict | None):
@@ -468,3 +522,86 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
         batch[Columns.STATE_IN] = state
         logits, h = self.actor(batch)
         return logits, {"actor": h, "critic": self.critic(batch)[1]}
+
+
+def gru_unroll(gru: nn.GRU, seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
+    """``gru`` (one layer) over chunks ``seq`` ``[C, L, F]`` from ``h0`` ``[C, H]``, the state
+    zeroed before step t of chunk c where ``resets[c, t]`` is 1; returns outputs ``[C, L, H]``
+    and the last state (:func:`grus_unroll` of one GRU)."""
+    out, h = grus_unroll([gru], seq[None], h0[None], resets)
+    return out[0], h[0]
+
+
+def grus_unroll(grus: list[nn.GRU], seq: torch.Tensor, h0: torch.Tensor, resets: torch.Tensor):
+    """G one-layer GRUs of equal sizes side by side (actor and critic) over the same chunks:
+    inputs ``seq`` ``[G, C, L, F]`` from ``h0`` ``[G, C, H]``, the state zeroed before step t
+    of chunk c where ``resets[c, t]`` is 1, as MAPPO's ``onpolicy`` multiplies it by its masks
+    (marlbenchmark/on-policy@de66d7a: onpolicy/algorithms/utils/rnn.py:38-70); returns
+    outputs ``[G, C, L, H]`` and the last states ``[G, C, H]``. One step loop of torch's GRU
+    equations for all G with a hand-written backward (:class:`_GRUChunks`): eager autograd
+    through per-step GRU calls costs about twice as much at the learner's minibatch sizes."""
+    keep = 1.0 - resets.to(seq.dtype)
+    weights = [
+        torch.stack([getattr(g, name) for g in grus])
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+    ]
+    out, h = _GRUChunks.apply(seq, h0, keep, *weights)
+    return out.transpose(1, 2), h
+
+
+class _GRUChunks(torch.autograd.Function):
+    """G GRUs with torch's equations (gates r, z, n: ``n = tanh(W_in x + b_in + r * (W_hn h +
+    b_hn))``, ``h' = (1 - z) * n + z * h``) over C chunks of L steps, the state multiplied by
+    ``keep [C, L]`` before each step. Each step is one batched matmul and a few elementwise
+    ops for all G; the input and weight gradients are one batched matmul each over all
+    steps. Buffers are ``[G, L, C, ...]``, one allocation each way."""
+
+    @staticmethod
+    def forward(ctx, x, h0, keep, w_ih, w_hh, b_ih, b_hh):
+        G, C, L, _ = x.shape
+        H = h0.shape[-1]
+        xt = x.transpose(1, 2).reshape(G, L * C, -1)
+        gi = torch.baddbmm(b_ih[:, None], xt, w_ih.transpose(1, 2)).view(G, L, C, 3 * H)
+        keep_t = keep.t()[None, :, :, None]  # [1, L, C, 1]
+        # per step: the state it starts from, gates r and z, n, and W_hn h + b_hn
+        saved = x.new_empty(G, L, C, 5 * H)
+        hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
+        out = x.new_empty(G, L, C, H)
+        w_hh_t, b_hh = w_hh.transpose(1, 2), b_hh[:, None]
+        h = h0
+        for t in range(L):
+            h = torch.mul(h, keep_t[:, t], out=hprev[:, t])
+            gh = torch.baddbmm(b_hh, h, w_hh_t)
+            torch.sigmoid(gi[:, t, :, : 2 * H] + gh[..., : 2 * H], out=rz[:, t])
+            ghn[:, t] = gh[..., 2 * H :]
+            torch.tanh(torch.addcmul(gi[:, t, :, 2 * H :], rz[:, t, :, :H], ghn[:, t]), out=n[:, t])
+            h = torch.addcmul(n[:, t], rz[:, t, :, H:], h - n[:, t], out=out[:, t])
+        ctx.save_for_backward(xt, keep_t, w_ih, w_hh, saved)
+        return out, h.clone()
+
+    @staticmethod
+    def backward(ctx, dout, dh_last):
+        xt, keep_t, w_ih, w_hh, saved = ctx.saved_tensors
+        G, L, C = saved.shape[:3]
+        H = saved.shape[3] // 5
+        hprev, rz, n, ghn = saved.split([H, 2 * H, H, H], -1)
+        grads = xt.new_empty(G, L, C, 6 * H)  # per step: d(input gates), d(state gates)
+        dgi, dgh = grads.split(3 * H, -1)
+        dh = torch.zeros_like(hprev[:, 0]) if dh_last is None else dh_last
+        for t in range(L - 1, -1, -1):
+            if dout is not None:
+                dh = dh + dout[:, t]
+            r, z, nt = rz[:, t, :, :H], rz[:, t, :, H:], n[:, t]
+            dn = torch.mul(dh * (1 - z), 1 - nt * nt, out=dgi[:, t, :, 2 * H :])
+            torch.mul(dh * (hprev[:, t] - nt), z * (1 - z), out=dgi[:, t, :, H : 2 * H])
+            torch.mul(dn * ghn[:, t], r * (1 - r), out=dgi[:, t, :, :H])
+            dgh[:, t, :, : 2 * H] = dgi[:, t, :, : 2 * H]
+            torch.mul(dn, r, out=dgh[:, t, :, 2 * H :])
+            dh = torch.baddbmm(dh * z, dgh[:, t], w_hh) * keep_t[:, t]
+        dgi, dgh = dgi.reshape(G, L * C, 3 * H), dgh.reshape(G, L * C, 3 * H)
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = torch.bmm(dgi, w_ih).view(G, L, C, -1).transpose(1, 2)
+        dw_ih = torch.bmm(dgi.transpose(1, 2), xt)
+        dw_hh = torch.bmm(dgh.transpose(1, 2), hprev.reshape(G, L * C, H))
+        return dx, dh, None, dw_ih, dw_hh, dgi.sum(1), dgh.sum(1)

@@ -3,8 +3,8 @@
 RLlib's PPO learner (clipped surrogate, GAE, value bootstrapping on truncation) trains
 :class:`policies.modules.ActorCritic` modules, one per entry of the agent -> module mapping
 (``policies.mapping``), on batches from ``policies.sampling.VectorEnvRunner``: whole arrays
-with GAE done in the sampler for feed-forward modules (``policies.ppo.array_path``), episodes for
-recurrent ones.
+with GAE done in the sampler (``policies.ppo.array_path``), flat rows for feed-forward modules
+and fixed-length chunks for recurrent ones.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
-from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import COMPONENT_RL_MODULE
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -75,12 +75,11 @@ class PPOSettings:
     value_clip: str = "change"
     """How the value loss is clipped: ``change`` (the value moves at most ``vf_clip_param``
     from the sampled one; PPO2, CleanRL, JaxMARL, MAPPO), ``loss`` (RLlib's: the squared error
-    clamped at ``vf_clip_param``, e.g. 10) or ``none``. Feed-forward modules only: recurrent
-    ones learn with RLlib's loss."""
+    clamped at ``vf_clip_param``, e.g. 10) or ``none``."""
     advantage_norm: str = "minibatch"
     """Where advantages are standardised: per ``minibatch`` (CleanRL, JaxMARL), over the
     ``batch`` (RLlib's), over the batch's rows of live agents (``active_batch``, MAPPO's) or
-    ``none``. Feed-forward modules only (recurrent: per batch)."""
+    ``none``."""
     value_loss: str = "squared"
     """The value error's loss: ``squared`` or ``huber`` (MAPPO's ``use_huber_loss``, with
     ``huber_delta``; clipped as ``value_clip`` says: ``change`` or ``none``)."""
@@ -97,9 +96,10 @@ class PPOSettings:
     adam_eps: float = 1e-5
     """Adam's epsilon (CleanRL, JaxMARL: 1e-5; torch's and RLlib's default: 1e-8)."""
     learner_threads: int = 1
-    """torch threads of the learner's SGD (feed-forward modules). One seed's minibatches are
-    too small to gain from more; ``model.seeds`` stacked seeds' are not (2 threads on 2
-    cores: 1.65x per SGD step at 10 seeds, measured)."""
+    """torch threads of the learner's SGD. One seed's feed-forward minibatches are too small
+    to gain from more; ``model.seeds`` stacked seeds' are not (2 threads on 2 cores: 1.65x
+    per SGD step at 10 seeds, measured), nor a recurrent module's (1.46x end to end with
+    MAPPO's ``paper=true`` on SMAC 3m, docs/performance.md)."""
     entropy_coeff: float = 0.01
     """Entropy bonus weight."""
     vf_loss_coeff: float = 0.5
@@ -269,23 +269,14 @@ def configure_ppo(
     env_id: str, settings: PPOSettings, modules: MultiRLModuleSpec, opts: RunOptions
 ) -> PPOConfig:
     """The RLlib config that trains ``modules`` (from :func:`declare_ppo`) on ``env_id`` with
-    PPO: feed-forward modules on the sampler's arrays with GAE done where they were sampled
-    (``policies.ppo.array_path``), recurrent ones on RLlib's episodes and sequence handling."""
+    PPO on the sampler's arrays with GAE done where they were sampled
+    (``policies.ppo.array_path``; recurrent modules in chunks of ``model.max_seq_len``)."""
     names = list(modules.rl_module_specs)
     trained = [m for m in names if m not in opts.frozen]
     check_sampler_memory(modules, settings, opts.num_env_runners)
     mapping = agent_to_module_from_specs(modules)
-    # One boolean picks both the network and the learner's data path: a recurrent module
-    # needs RLlib's sequences (episodes); a feed-forward one learns from arrays.
-    algo_class = PPO if settings.model.recurrent else ArrayPPO
-    if algo_class is PPO and array_only_settings(settings):
-        raise AlgorithmMismatch(
-            f"{', '.join(array_only_settings(settings))}: only the array learner "
-            "(ArrayPPOLearner) has them, and recurrent modules learn with RLlib's PPO loss; "
-            "use a feed-forward model or leave them at their defaults"
-        )
     return (
-        PPOConfig(algo_class=algo_class)
+        PPOConfig(algo_class=ArrayPPO)
         .environment(env=env_id, env_config=opts.env_config)
         .framework("torch")
         .env_runners(
@@ -310,7 +301,7 @@ def configure_ppo(
             gamma=settings.gamma,
             lambda_=settings.gae_lambda,
             clip_param=settings.clip_param,
-            # RLlib's own loss (recurrent modules) clamps only under value_clip=loss
+            # RLlib's own loss (episodes handed to the learner) clamps only under value_clip=loss
             vf_clip_param=settings.vf_clip_param if settings.value_clip == "loss" else math.inf,
             entropy_coeff=settings.entropy_coeff,
             vf_loss_coeff=settings.vf_loss_coeff,
@@ -328,27 +319,12 @@ def configure_ppo(
                 LossSettings.KEY: loss_settings(settings).as_dict(),
                 THREADS_KEY: settings.learner_threads,
             },
-            **({} if settings.model.recurrent else {"learner_class": ArrayPPOLearner}),
+            learner_class=ArrayPPOLearner,
         )
         .callbacks([DiversityCallback, GreedyTests])
         .reporting(metrics_num_episodes_for_smoothing=100)
         .debugging(seed=opts.seed)
     )
-
-
-def array_only_settings(settings: PPOSettings) -> list[str]:
-    """The settings (``key=value``) that only :class:`ArrayPPOLearner` and the array path's
-    GAE implement (MAPPO's value normaliser, Huber loss, active masks)."""
-    default = PPOSettings()
-    keys = ("value_loss", "policy_active_masks", "value_active_masks", "grad_clip_per_network")
-    out = [
-        f"{k}={getattr(settings, k)}" for k in keys if getattr(settings, k) != getattr(default, k)
-    ]
-    if settings.advantage_norm == "active_batch":
-        out.append("advantage_norm=active_batch")
-    if settings.model.value_norm:
-        out.append("model.value_norm=True")
-    return out
 
 
 def loss_settings(settings: PPOSettings) -> LossSettings:

@@ -2,10 +2,11 @@
 
 RLlib's ``Learner.update`` wraps every minibatch in Python bookkeeping (a cyclic iterator that
 slices a ``MultiAgentBatch``, tensor conversion, metrics logged per minibatch, a summed loss
-over modules). For a feed-forward module's flat batch :meth:`ArrayPPOLearner.update` instead
-converts each module's batch to tensors once, permutes it once per epoch (one gather per
-column), takes minibatches as contiguous views and keeps statistics of the last minibatch only
-(what RLlib's ``window=1`` logging keeps). The number of minibatches is
+over modules). For the array path's batches (``policies.ppo.array_path``)
+:meth:`ArrayPPOLearner.update` instead converts each module's batch to tensors once, permutes
+it once per epoch (one gather per column; a recurrent module's batch by whole chunks), takes
+minibatches as contiguous views and keeps statistics of the last minibatch only (what
+RLlib's ``window=1`` logging keeps). The number of minibatches is
 ``round(rows / minibatch_size)``, of equal size (as CleanRL and JaxMARL split a batch).
 
 The loss is PPO's clipped surrogate with the value loss and advantage scope of the field's
@@ -177,7 +178,8 @@ def active_standardised(adv: torch.Tensor, active: torch.Tensor | None) -> torch
 
 
 class ArrayPPOLearner(PPOTorchLearner):
-    """RLlib's torch PPO learner with one fused update for flat (feed-forward) batches."""
+    """RLlib's torch PPO learner with one fused update for the array path's batches (flat
+    rows, or a recurrent module's chunks)."""
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         params = self.get_parameters(self._module[module_id])
@@ -238,6 +240,9 @@ class ArrayPPOLearner(PPOTorchLearner):
         A module of S stacked seeds (``model.seeds``, rows in S contiguous blocks) trains each
         seed as its own run: every minibatch holds ``minibatch_size`` rows of each seed, in
         blocks, the loss is the sum of the seeds' losses, and gradients are clipped per seed.
+        A recurrent module's batch is whole chunks (``policies.ppo.array_path.chunked``):
+        minibatches are sets of chunks, about ``minibatch_size`` rows each, that the loss sees
+        as flat rows with the chunks' ``STATE_IN`` (:func:`_chunk_rows`).
         """
         module = self.module[mid]
         optimizer = self.get_optimizer(mid)
@@ -245,14 +250,15 @@ class ArrayPPOLearner(PPOTorchLearner):
         module.train()
         seeds = seeds_of(module.unwrapped())
         data = self._tensors(rows)
+        adv = data[Postprocessing.ADVANTAGES]
         if loss.advantage_norm == "batch":
-            adv = data[Postprocessing.ADVANTAGES]
-            data[Postprocessing.ADVANTAGES] = standardised(adv.view(seeds, -1)).view(-1)
+            data[Postprocessing.ADVANTAGES] = standardised(adv.view(seeds, -1)).view_as(adv)
         elif loss.advantage_norm == "active_batch":  # one seed (model.value_norm etc. refuse more)
-            adv = data[Postprocessing.ADVANTAGES]
             data[Postprocessing.ADVANTAGES] = active_standardised(adv, data.get(ACTIVE))
-        n = len(data[Postprocessing.ADVANTAGES]) // seeds  # rows of each seed
-        parts = max(1, round(n / minibatch_size))
+        # the units minibatches are made of: rows, or a recurrent module's chunks [C, L]
+        n = len(adv) // seeds  # units of each seed
+        steps = adv[0].numel()  # rows per unit
+        parts = max(1, round(n * steps / minibatch_size))
         bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
@@ -265,6 +271,8 @@ class ArrayPPOLearner(PPOTorchLearner):
             last_epoch = epoch == num_epochs - 1
             for i, (a, b) in enumerate(bounds):
                 mb = _gather(shuffled, slice(seeds * a, seeds * b))
+                if steps > 1:
+                    mb = _chunk_rows(mb)
                 log = last_epoch and i == parts - 1
                 total, stats = self.ppo_loss(module, mb, loss, entropy_coeff, kl_coeff, log)
                 optimizer.zero_grad(set_to_none=True)
@@ -277,7 +285,7 @@ class ArrayPPOLearner(PPOTorchLearner):
                 optimizer.step()
         self.metrics.log_dict({k: v.item() for k, v in stats.items()}, key=mid, window=1)
         self.metrics.log_value((mid, self.TOTAL_LOSS_KEY), total.item(), window=1)
-        self._log_rows(mid, n * seeds, num_epochs, parts)
+        self._log_rows(mid, n * steps * seeds, num_epochs, parts)
 
     def ppo_loss(self, module, mb: dict, loss: LossSettings, entropy_coeff, kl_coeff, log):
         """PPO's loss on minibatch ``mb`` and (when ``log``) its statistics."""
@@ -297,7 +305,7 @@ class ArrayPPOLearner(PPOTorchLearner):
         surrogate = masked_mean(
             torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)), pi_rows
         )
-        values = inner.compute_values(mb)
+        values = inner.compute_values(mb, embeddings=out.get(Columns.EMBEDDINGS))
         targets = mb[Postprocessing.VALUE_TARGETS]
         norm = value_norm_of(inner)
         if norm is not None:  # the critic predicts normalised values (r_mappo.py:64-67)
@@ -374,6 +382,18 @@ def _distribution(module, logits: torch.Tensor):
     if isinstance(module.action_space, gym.spaces.Discrete):
         return _Categorical(logits)
     return module.get_train_action_dist_cls().from_logits(logits)
+
+
+def _chunk_rows(mb: dict) -> dict:
+    """A minibatch of chunks ``[c, L, ...]`` as flat rows ``[c * L, ...]`` (views), the
+    chunks' ``STATE_IN`` ``[c, H]`` as they are: the module unrolls c chunks of L steps."""
+
+    def flat(x):
+        if isinstance(x, dict):
+            return {k: flat(v) for k, v in x.items()}
+        return x.reshape(-1, *x.shape[2:])
+
+    return {k: v if k == Columns.STATE_IN else flat(v) for k, v in mb.items()}
 
 
 def _gather(data: dict, index) -> dict:

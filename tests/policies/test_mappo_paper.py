@@ -594,16 +594,11 @@ def test_one_iteration_with_every_piece_trains_and_syncs_the_normaliser(ray_sess
 
 
 def test_paper_true_trains_one_iteration(ray_session):
-    """``--set paper=true`` on smac/3m-v0 (recurrent: it runs where recurrent modules learn on
-    the array path; before that, the learner refuses the paper's loss with a clear message)."""
+    """``--set paper=true`` on smac/3m-v0: the recurrent module with every piece of the
+    paper's code trains on the array path."""
     info = algorithm.get("mappo")
     paper = info.settings(paper=True)
-    try:
-        config = info.build("smac/3m-v0", paper, seed=0)
-    except AlgorithmMismatch as e:
-        assert "only the array learner" in str(e)
-        pytest.skip("recurrent modules do not learn on the array path in this branch")
-    algo = config.build_algo()
+    algo = info.build("smac/3m-v0", paper, seed=0).build_algo()
     try:
         stats = algo.train()["learners"]["shared"]
         assert all(np.isfinite(stats[k]) for k in ("policy_loss", "vf_loss", "entropy"))
