@@ -6,7 +6,8 @@ over modules). For a feed-forward module's flat batch :meth:`ArrayPPOLearner.upd
 converts each module's batch to tensors once, permutes it once per epoch (one gather per
 column), takes minibatches as contiguous views and keeps statistics of the last minibatch only
 (what RLlib's ``window=1`` logging keeps). The number of minibatches is
-``round(rows / minibatch_size)``, of equal size (as CleanRL and JaxMARL split a batch).
+``round(rows / minibatch_size)``, or ``num_minibatches`` where set, of equal size (as CleanRL
+and JaxMARL split a batch).
 
 The loss is PPO's clipped surrogate with the value loss and advantage scope of the field's
 reference implementations (CleanRL's ``ppo.py``, JaxMARL's ``baselines/IPPO``, MAPPO's
@@ -42,6 +43,8 @@ from ray.rllib.utils.metrics import (
 VALUE_CLIPS = ("change", "loss", "none")
 THREADS_KEY = "learner_threads"
 """Where ``PPOSettings.learner_threads`` travels in RLlib's ``learner_config_dict``."""
+MINIBATCHES_KEY = "num_minibatches"
+"""Where ``PPOSettings.num_minibatches`` travels (0: minibatches of ``minibatch_size``)."""
 ADVANTAGE_NORMS = ("minibatch", "batch", "none")
 
 
@@ -180,7 +183,8 @@ class ArrayPPOLearner(PPOTorchLearner):
             adv = data[Postprocessing.ADVANTAGES]
             data[Postprocessing.ADVANTAGES] = standardised(adv.view(seeds, -1)).view(-1)
         n = len(data[Postprocessing.ADVANTAGES]) // seeds  # rows of each seed
-        parts = max(1, round(n / minibatch_size))
+        parts = self.config.learner_config_dict.get(MINIBATCHES_KEY, 0)
+        parts = min(n, parts) if parts else max(1, round(n / minibatch_size))
         bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None
