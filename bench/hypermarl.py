@@ -5,14 +5,17 @@ simple_spread and SMAC 2s3z.
     .venv/bin/python bench/hypermarl.py [--tasks dispersion,navigation,simple_spread,2s3z]
         [--seeds 5] [--scale 1.0] [--out bench/results/hypermarl.json]
 
+The study itself, over 10 seeds as a Tune grid, is ``arena sweep hypermarl``
+(``tune/sweeps/hypermarl.py``, docs/policies.md); this script runs the same methods and
+settings on several tasks at once, as plain Ray tasks.
+
 Every method is MAPPO (HyperMARL's Dispersion setup is its MAPPO config): FuPS = ``mappo
 --policies shared``, FuPS+ID = the same with ``--set model.agent_id=true``, NoPS = ``mappo
---policies per_agent``, HyperMARL = ``hypermarl-mappo``. The MPE tasks use HyperMARL's
-Dispersion hyper-parameters (lr 5e-4, 16 envs x 128 steps a batch, 4 epochs, clip 0.2,
-entropy 0.01, value weight 0.5, gradient norm 0.5, ReLU) with minibatches of 1,024 rows of a
-module: a per-agent module's batch in 2, as HyperMARL's 2 minibatches; a shared module's holds
-every agent's rows, so it takes more, equally large, steps (RLlib caps a minibatch at the
-batch's env steps). 2s3z uses Arena's MAPPO defaults. Each trial trains for the task's env-step budget, then plays 64 greedy episodes on
+--policies per_agent``, HyperMARL = ``hypermarl-mappo`` (``tune.sweeps.hypermarl.METHODS``).
+The MPE tasks use HyperMARL's Dispersion hyper-parameters (``tune.sweeps.hypermarl.UPSTREAM``:
+lr 5e-4, 16 envs x 128 steps a batch, 4 epochs, 2 minibatches of every module's batch
+whatever its number of agents, clip 0.2, entropy 0.01, value weight 0.5, gradient norm 0.5,
+ReLU). 2s3z uses Arena's MAPPO defaults. Each trial trains for the task's env-step budget, then plays 64 greedy episodes on
 held-out seeds: the team return (summed over agents, RLlib's episode return) or, on 2s3z, the
 win rate. SND (``policies.diversity``) is logged every iteration.
 
@@ -40,18 +43,11 @@ import numpy as np  # noqa: E402
 EVAL_SEED = 1_000_000  # far from the training seeds
 EVAL_EPISODES = 64
 
-MPE_SETTINGS = {
-    "lr": 5e-4,
-    "train_batch_size": 16 * 128,
-    "num_envs_per_env_runner": 16,
-    "num_epochs": 4,
-    "minibatch_size": 1024,
-    "clip_param": 0.2,
-    "entropy_coeff": 0.01,
-    "vf_loss_coeff": 0.5,
-    "grad_clip": 0.5,
-    "model.activation": "relu",
-}
+from tune.sweeps.hypermarl import METHODS as SWEEP_METHODS  # noqa: E402
+from tune.sweeps.hypermarl import UPSTREAM  # noqa: E402
+
+# this script evaluates greedily itself, at the end
+MPE_SETTINGS = {k: v for k, v in UPSTREAM.items() if not k.startswith("test_")}
 # task -> (env id, env steps per trial, settings)
 TASKS = {
     "dispersion": ("mpe/dispersion-v0", 300_000, MPE_SETTINGS),
@@ -61,10 +57,8 @@ TASKS = {
 }
 # method -> (algorithm, --policies, extra settings)
 METHODS = {
-    "FuPS": ("mappo", "shared", {}),
-    "FuPS+ID": ("mappo", "shared", {"model.agent_id": True}),
-    "NoPS": ("mappo", "per_agent", {}),
-    "HyperMARL": ("hypermarl-mappo", "shared", {}),
+    m: (c["algo"], c["policies"], {k: v for k, v in c.items() if k not in ("algo", "policies")})
+    for m, c in SWEEP_METHODS.items()
 }
 
 
@@ -125,6 +119,7 @@ def trial(task: str, method: str, seed: int, scale: float) -> dict:
                     "win_rate": float(runners.get("win_rate", float("nan"))),
                     "snd": float(own.get("snd", float("nan"))),
                     "snd_tv": float(own.get("snd_tv", float("nan"))),
+                    "snd_js_bits": float(own.get("snd_js_bits", float("nan"))),
                 }
             )
         wall = time.perf_counter() - t0

@@ -1,14 +1,24 @@
 """System Neural Diversity (SND): how differently the agents of a team act on the same
-observations, logged during training as ``snd`` (and ``snd_tv``) in ``metrics.csv``.
+observations, logged during training as ``snd``, ``snd_tv`` and ``snd_js_bits`` in
+``metrics.csv``.
 
 Bettini et al., "System Neural Diversity" (arXiv 2305.02128):
-``SND = 2 / (n (n - 1)) * sum_{i<j} 1/|O| * sum_{o in O} d(pi_i(o), pi_j(o))`` over a fixed
+``SND = 2 / (n (n - 1)) * sum_{i<j} 1/|O| * sum_{o in O} d(pi_i(o), pi_j(o))`` over an
 observation set ``O``. ``d`` is the Wasserstein-2 distance between diagonal Gaussians
 ``sqrt(|mu_i - mu_j|^2 + |sigma_i - sigma_j|^2)`` for continuous actions
-(proroklab/ControllingBehavioralDiversity ``het_control/snd.py``); for discrete actions the
-Jensen-Shannon divergence (base 2, so in [0, 1]), with the total variation as ``snd_tv``, as
-HyperMARL measures it on Dispersion. Agents are compared within their group (one observation
-and action space); a run whose groups hold one agent each has no SND.
+(proroklab/ControllingBehavioralDiversity ``het_control/snd.py``). For discrete actions it is
+what HyperMARL logs (KaleabTessera/HyperMARL@03fea2a: baselines/utils/utils.py,
+``calculate_team_diversity``): ``snd`` is ``scipy.spatial.distance.jensenshannon``, the
+Jensen-Shannon *distance* (the square root of the divergence, natural log, so in
+[0, sqrt(ln 2)]), and ``snd_tv`` the total variation ``0.5 * sum |p - q|``;
+``snd_js_bits`` is Arena's earlier measure, the JS divergence in bits (in [0, 1]). Agents are
+compared within their group (one observation and action space); a run whose groups hold one
+agent each has no SND.
+
+``O``: HyperMARL reads a pre-collected Dispersion dataset; Arena collects, every iteration,
+:data:`ROLLOUT_OBSERVATIONS` observations per group from the current policies' own rollouts
+(sampled actions, :data:`ROLLOUT_ENVS` envs seeded by the iteration), so ``O`` is what the
+team sees now.
 
 A shared policy without agent ids has SND 0 by construction; independent policies, ids and
 hypernetworks can move it up.
@@ -25,25 +35,40 @@ from policies.batch import BatchSpec
 from policies.modules import stacked_seeds
 
 OBSERVATIONS = 256
-"""Size of the fixed observation set, per group."""
+"""Size of a random-play observation set (:func:`observation_set` without a policy)."""
+ROLLOUT_OBSERVATIONS = 1024
+"""Observations per group the current policies' rollouts give SND every iteration."""
+ROLLOUT_ENVS = 8
+"""Envs those rollouts step at once."""
 
 
 def observation_set(
-    env_id: str, env_config: dict | None = None, size: int = OBSERVATIONS, seed: int = 0
+    env_id: str,
+    env_config: dict | None = None,
+    size: int = OBSERVATIONS,
+    seed: int = 0,
+    policy=None,
 ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
     """``group -> (observations [size, ...], action masks [size, A] or None)``: what the
-    group's agents see along seeded random (legal) play, the same set every call."""
-    vec = envs.make_vector(env_id, 8, seed=seed, **dict(env_config or {}))
+    group's agents see along seeded play, the same set for the same seed and policy: the
+    actions ``policy`` (a :class:`policies.inference.Policy`) samples, or with no policy
+    uniformly random legal ones. A recurrent policy acts from its initial state every step
+    (as SND evaluates it)."""
+    vec = envs.make_vector(env_id, ROLLOUT_ENVS, seed=seed, **dict(env_config or {}))
     rng = np.random.default_rng(seed)
     seen: dict[str, list] = {g: [] for g in vec.groups}
     step = vec.reset(seed=seed)
     while min(sum(len(o) for o, _ in seen[g]) for g in seen) < size:
         actions = {}
+        if policy is not None:
+            actions, _ = policy.act_vector(step, explore=True)
         for name, g in vec.groups.items():
             obs = step.obs[name].reshape(-1, *g.observation_space.shape)
             mask = step.action_mask[name].reshape(len(obs), -1) if g.has_action_mask else None
             seen[name].append((obs.copy(), None if mask is None else mask.copy()))
             shape = step.obs[name].shape[:2]
+            if policy is not None:
+                continue
             if mask is not None:  # a uniformly random legal action per agent
                 pick = rng.random(mask.shape) * mask
                 actions[name] = pick.argmax(-1).reshape(shape)
@@ -100,19 +125,21 @@ def _pairs(K: int) -> tuple[torch.Tensor, torch.Tensor]:
     return i, j
 
 
-def snd_discrete(logits: torch.Tensor) -> tuple[float, float]:
-    """SND of categorical policies ``[K, n, A]``: (Jensen-Shannon in bits, total variation)."""
+def snd_discrete(logits: torch.Tensor) -> tuple[float, float, float]:
+    """SND of categorical policies ``[K, n, A]``, per observation and pair then averaged:
+    (scipy's ``jensenshannon`` distance, total variation, JS divergence in bits)."""
     p = torch.softmax(logits.double(), dim=-1)
     i, j = _pairs(len(p))
     a, b = p[i], p[j]
     m = (a + b) / 2
 
-    def kl(x, y):
-        return torch.where(x > 0, x * (torch.log2(x) - torch.log2(y.clamp_min(1e-300))), 0).sum(-1)
+    def kl(x, y):  # natural log; 0 log 0 = 0 (scipy's rel_entr)
+        return torch.where(x > 0, x * (torch.log(x) - torch.log(y.clamp_min(1e-300))), 0).sum(-1)
 
-    js = 0.5 * kl(a, m) + 0.5 * kl(b, m)
+    js = 0.5 * kl(a, m) + 0.5 * kl(b, m)  # nats
     tv = 0.5 * (a - b).abs().sum(-1)
-    return float(js.mean()), float(tv.mean())
+    distance = js.clamp_min(0).sqrt()  # scipy: sqrt((rel_entr(p, m) + rel_entr(q, m)) / 2)
+    return float(distance.mean()), float(tv.mean()), float((js / np.log(2)).mean())
 
 
 def snd_gaussian(inputs: torch.Tensor) -> float:
@@ -126,45 +153,55 @@ def snd_gaussian(inputs: torch.Tensor) -> float:
 
 
 def system_diversity(modules, slots: dict[str, dict], observations) -> dict[str, float]:
-    """``{"snd": ..., "snd_tv": ...}`` averaged over the groups of two or more agents (NaN
-    where there are none; ``snd_tv`` NaN for continuous actions)."""
-    snd, tv = [], []
+    """``{"snd": ..., "snd_tv": ..., "snd_js_bits": ...}`` averaged over the groups of two or
+    more agents (NaN where there are none; the last two NaN for continuous actions)."""
+    snd, tv, bits = [], [], []
     for group, agents in group_agents(slots).items():
         if len(agents) < 2 or group not in observations:
             continue
         obs, mask = observations[group]
         out = agent_outputs(modules, agents, obs, mask)
         if hasattr(modules[agents[0][0]].action_space, "n"):
-            js, t = snd_discrete(out)
-            snd.append(js)
+            d, t, b = snd_discrete(out)
+            snd.append(d)
             tv.append(t)
+            bits.append(b)
         else:
             snd.append(snd_gaussian(out))
-    return {
-        "snd": float(np.mean(snd)) if snd else float("nan"),
-        "snd_tv": float(np.mean(tv)) if tv else float("nan"),
-    }
+
+    def mean(x):
+        return float(np.mean(x)) if x else float("nan")
+
+    return {"snd": mean(snd), "snd_tv": mean(tv), "snd_js_bits": mean(bits)}
 
 
 class DiversityCallback(RLlibCallback):
-    """Adds SND on a fixed observation set to every training result (``result["arena"]``),
-    computed on the Learner's modules (local or remote)."""
+    """Adds SND to every training result (``result["arena"]``): the observations from a
+    rollout of the current policies (the driver's synced modules), the distances computed on
+    the Learner's modules (local or remote)."""
 
     def on_algorithm_init(self, *, algorithm, **kwargs) -> None:
         specs = algorithm.config.rl_module_spec.rl_module_specs
         self.slots = {mid: s.model_config["slot"] for mid, s in specs.items()}
+        self.acting = [mid for mid, s in specs.items() if not s.learner_only]
         groups = group_agents(self.slots)
-        self.observations = None
         # stacked seeds: a module's rows must come in one block per seed (not measured yet)
         stacked = stacked_seeds(algorithm.config.rl_module_spec) > 1
-        if any(len(a) > 1 for a in groups.values()) and not stacked:
-            cfg = algorithm.config
-            self.observations = observation_set(cfg.env, cfg.env_config)
+        self.measured = any(len(a) > 1 for a in groups.values()) and not stacked
+
+    def rollout_observations(self, algorithm) -> dict:
+        """This iteration's observation set: the current policies' own play."""
+        from policies.inference import ModulePolicy, Policy
+
+        cfg = algorithm.config
+        policy = Policy({mid: ModulePolicy(algorithm.get_module(mid)) for mid in self.acting})
+        seed = (cfg.seed or 0) * 100_003 + algorithm.iteration
+        return observation_set(cfg.env, cfg.env_config, ROLLOUT_OBSERVATIONS, seed, policy)
 
     def on_train_result(self, *, algorithm, result: dict, **kwargs) -> None:
-        if self.observations is None:
+        if not self.measured:
             return
-        slots, observations = self.slots, self.observations
+        slots, observations = self.slots, self.rollout_observations(algorithm)
 
         def measure(learner):
             # unwrapped: several Learners wrap their modules for DDP
@@ -176,5 +213,5 @@ class DiversityCallback(RLlibCallback):
             result.setdefault("arena", {}).update(answers[0].get())
 
 
-METRICS = ("snd", "snd_tv")
+METRICS = ("snd", "snd_tv", "snd_js_bits")
 """The columns :class:`DiversityCallback` adds to ``metrics.csv``."""

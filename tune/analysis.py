@@ -416,6 +416,47 @@ def sensitivity_sections(trials, rows, metric: str, params: list[str], figures: 
     return sections
 
 
+def method_sections(trials, rows, metric: str, methods: list[str], figures: Path):
+    """Methods compared over seeds (the ``hypermarl`` sweep): per method its final
+    ``metric``'s IQM and mean with 95% bootstrap intervals over seeds, its final SND; the
+    last method's paired difference from each other one (seed by seed); the curves of
+    ``metric`` and SND per method."""
+    finals = final_values(trials, rows, metric).reindex(trials["trial"]).to_numpy()
+    runs = trials.assign(score=finals)
+    for col in ("snd", "snd_tv"):
+        runs[col] = final_values(trials, rows, col).reindex(trials["trial"]).to_numpy()
+    table, by_seed = [], {}
+    for method in methods:
+        mine = runs[runs["method"] == method]
+        scores = mine["score"].to_numpy(dtype=float)
+        n = int(np.isfinite(scores).sum())
+        by_seed[method] = dict(zip(mine["seed"], scores, strict=True))
+        table.append({
+            "method": method,
+            "seeds": n,
+            f"IQM {metric} (95% CI)": ci_text(*stratified_bootstrap({"all": scores}, iqm)),
+            "mean (95% CI)": ci_text(*bootstrap_ci(scores)),
+            "final SND": float(np.nanmean(mine["snd"])) if mine["snd"].notna().any() else math.nan,
+            "final SND (TV)": float(np.nanmean(mine["snd_tv"])) if mine["snd_tv"].notna().any() else math.nan,
+        })  # fmt: skip
+    few = min(t["seeds"] for t in table)
+    text = [f"Final {metric} per method over seeds (IQM: rliable's interquartile mean, its "
+            "interval a bootstrap over seeds):", "", md_table(pd.DataFrame(table)), ""]  # fmt: skip
+    last = methods[-1]
+    diffs = [
+        {"difference": f"{last} - {m}", "mean (95% CI, paired by seed)":
+         ci_text(*bootstrap_diff(by_seed[last], by_seed[m]))}
+        for m in methods[:-1]
+    ]  # fmt: skip
+    if diffs:
+        text += ["", md_table(pd.DataFrame(diffs))]
+    text.append(seeds_caveat(few).strip())
+    figs = [curves_figure(rows, metric, ["method"], f"{metric} per method", figures, "curves")]
+    if "snd" in rows and rows["snd"].notna().any():
+        figs.append(curves_figure(rows, "snd", ["method"], "SND per method", figures, "snd"))
+    return [status_section(trials), Section("Methods", "\n".join(text), figs)]
+
+
 def _label(value) -> str:
     return value if isinstance(value, str | bool) else f"{value:g}"
 

@@ -10,7 +10,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser(
         "sweep",
-        help="run a Tune sweep (seeds, sensitivity, compute_allocation)",
+        help="run a Tune sweep (seeds, sensitivity, compute_allocation, hypermarl)",
         description="Run a sweep of Arena runs as Ray Tune trials; --watch follows a running one.",
     )
     s.add_argument("name", nargs="?", choices=list(SWEEPS), help="the sweep (tune/sweeps/)")
@@ -52,7 +52,7 @@ def run_sweep_command(args) -> int:
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out SWEEP_DIR (the sweep to go on with)")
     if not (args.name or args.resume):
-        raise ConfigError("sweep needs a NAME (seeds, sensitivity, compute_allocation)")
+        raise ConfigError("sweep needs a NAME (seeds, sensitivity, compute_allocation, hypermarl)")
     from tune.results import MAX_CONCURRENT
 
     k = args.max_concurrent

@@ -28,7 +28,7 @@ from training.config import ConfigError, read_config_file
 
 MAX_CONCURRENT = 4096
 """The most trials at once (``--max-concurrent``; 0: one per CPU)."""
-LABEL_ORDER = ("arm", "fraction", "config", "seed")
+LABEL_ORDER = ("arm", "fraction", "config", "method", "seed")
 """The labels a trial table shows, in this order (those a sweep has)."""
 
 

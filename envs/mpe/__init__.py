@@ -9,8 +9,10 @@ Scenarios with a vectorised NumPy core (``envs.mpe.batched``) train on it; a tes
 equal to mpe2 step by step.
 
 Two VMAS scenarios live beside them as NumPy cores of their own (``envs.mpe.vmas``), the tasks
-that separate shared from specialised policies (HyperMARL): ``mpe/dispersion-v0`` and
-``mpe/navigation-v0`` (one goal for all agents), each with a ``_continuous`` twin.
+that separate shared from specialised policies (HyperMARL): ``mpe/dispersion-v0``,
+``mpe/navigation-v0`` (one goal for all agents) and ``mpe/vmas_navigation-v0`` (VMAS's
+defaults: a goal per agent, collisions, lidar; ``env.agents_with_same_goal``,
+``env.split_goals`` give the shared and half-shared goals), each with a ``_continuous`` twin.
 
 Version history: v3 (v1 for collect_treasure, simple_formation, simple_line; v4 for
 simple_speaker_listener) = mpe2 1.1.
@@ -85,6 +87,7 @@ for _name, (_version, _vector) in SCENARIOS.items():
 for _name, _env, _options in (
     ("dispersion", "DispersionEnv", "DispersionOptions"),
     ("navigation", "NavigationEnv", "NavigationOptions"),
+    ("vmas_navigation", "VMASNavigationEnv", "VMASNavigationOptions"),
 ):
     for _suffix, _fixed in (("", {}), ("_continuous", {"continuous_actions": True})):
         register(

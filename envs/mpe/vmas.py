@@ -1,5 +1,6 @@
-"""Two VMAS scenarios in vectorised NumPy: Dispersion (specialisation) and Navigation with one
-shared goal (synchronisation), the pair HyperMARL (Tessera et al., NeurIPS 2025) separates
+"""Two VMAS scenarios in vectorised NumPy: Dispersion (specialisation) and Navigation (one
+shared goal: synchronisation; a goal each, or half the team per goal, with collisions and
+lidar as VMAS defines them), the tasks HyperMARL (Tessera et al., NeurIPS 2025) separates
 shared from specialised policies with.
 
 Both follow proroklab/VectorizedMultiAgentSimulator (``vmas/scenarios/dispersion.py`` and
@@ -56,23 +57,62 @@ class DispersionOptions:
 
 @dataclass
 class NavigationOptions:
-    """VMAS Navigation with every agent going to one shared goal (``agents_with_same_goal =
-    n_agents``, which VMAS allows only without collisions, so without the lidar)."""
+    """VMAS Navigation's arguments (``navigation.py``'s ``make_world`` kwargs). Defaults: every
+    agent going to one shared goal without collisions (``mpe/navigation-v0``);
+    :class:`VMASNavigationOptions` has VMAS's own (one goal each, collisions and lidar)."""
 
     n_agents: int = 4
+    agents_with_same_goal: int | None = None
+    """The first this many agents share goal 0, the others have their own (None: all
+    agents). VMAS allows more than 1 only without collisions."""
+    split_goals: bool = False
+    """Two goals, each shared by half the team (needs an even team and
+    ``agents_with_same_goal = n_agents / 2``)."""
+    collisions: bool = False
+    """Agents collide (VMAS's contact forces), are penalised for touching, and see a 12-ray
+    lidar of the other agents."""
+    observe_all_goals: bool = False
+    """Observe every agent's goal relative to oneself (else one's own)."""
+    lidar_range: float = 0.35
+    agent_collision_penalty: float = -1.0
+    """Added to both agents of a pair closer than 0.005 between their surfaces."""
     shared_rew: bool = True
     """Every agent gets the sum of all agents' progress (else its own)."""
     pos_shaping_factor: float = 1.0
     final_reward: float = 0.01
-    """Added for every agent on the steps where all agents are on the goal."""
+    """Added for every agent on the steps where all agents are on their goals."""
     world_spawning: float = 1.0
-    """Agents and goal spawn in [-w, w]^2; the world itself is unbounded."""
+    """Agents and goals spawn in [-w, w]^2; the world itself is unbounded."""
     max_steps: int = 100
     continuous_actions: bool = False
 
     def __post_init__(self):
         _check_counts(self, n_agents=1, max_steps=1)
-        _check_positive(self, "world_spawning")
+        _check_positive(self, "world_spawning", "lidar_range")
+        n, same = self.n_agents, self.agents_with_same_goal
+        self.agents_with_same_goal = n if same is None else same
+        same = self.agents_with_same_goal
+        if isinstance(same, bool) or not isinstance(same, int) or not 1 <= same <= n:
+            raise ValueError(f"agents_with_same_goal must be an integer in 1..{n}, got {same!r}")
+        if same > 1 and self.collisions:  # navigation.py: an assert
+            raise ValueError("agents that share a goal cannot collide: collisions=false")
+        if self.split_goals and (n % 2 or same != n // 2):
+            raise ValueError(
+                "split_goals needs an even n_agents and agents_with_same_goal = n_agents / 2, "
+                f"got {n} and {same}"
+            )
+        for key in ("agent_collision_penalty", "pos_shaping_factor", "final_reward"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v):
+                raise ValueError(f"{key} must be a finite number, got {v!r}")
+
+
+@dataclass
+class VMASNavigationOptions(NavigationOptions):
+    """VMAS Navigation with VMAS's defaults: a goal per agent, collisions and lidar."""
+
+    agents_with_same_goal: int | None = 1
+    collisions: bool = True
 
 
 MAX_COUNT = 100
@@ -165,11 +205,15 @@ class PointMassBatch(ParticleWorlds):
             raise ValueError(f"discrete actions are 0..8, got {a.min()}..{a.max()}")
         return DISCRETE_FORCE[a]
 
+    def environment_force(self) -> np.ndarray | float:
+        """Forces between entities at the current positions (none by default)."""
+        return 0.0
+
     def _integrate(self, force: np.ndarray) -> None:
         sub_dt = DT / self.SUBSTEPS
         self.vel *= 1 - DRAG  # once per step, at the first substep (VMAS World._integrate_state)
-        for _ in range(self.SUBSTEPS):
-            self.vel += force * sub_dt
+        for _ in range(self.SUBSTEPS):  # each substep: action + contact forces, then integrate
+            self.vel += (force + self.environment_force()) * sub_dt
             self.pos += self.vel * sub_dt
             if self.BOUND is not None:
                 np.clip(self.pos, -self.BOUND, self.BOUND, out=self.pos)
@@ -254,60 +298,120 @@ class DispersionBatch(PointMassBatch):
 
 
 class NavigationBatch(PointMassBatch):
-    """VMAS Navigation with one goal for all agents (no collisions, so no lidar): agents
-    (radius 0.1) and the goal spawn at random at least 0.25 apart (VMAS's
-    ``min_distance_between_entities``); every step each agent is rewarded for the progress of
-    all agents towards the goal (``shared_rew``) plus ``final_reward`` when all are on it
-    (closer than 0.05); the episode ends when every agent is within its radius of the goal.
+    """VMAS Navigation (``vmas/scenarios/navigation.py``): agents (radius 0.1) and one goal per
+    agent spawn at random at least 0.25 apart (VMAS's ``min_distance_between_entities``; the
+    agents first, then the goals); the first ``agents_with_same_goal`` agents share goal 0
+    (``split_goals``: agent i has goal ``i // agents_with_same_goal``). Every step each agent
+    is rewarded for its progress towards its goal (with ``shared_rew`` the sum of all agents'),
+    plus ``final_reward`` when all are on their goals (closer than 0.05), plus
+    ``agent_collision_penalty`` per other agent it touches (surfaces within 0.005) where
+    agents collide; the episode ends when every agent is within its radius of its goal.
 
-    Observation (6): own position, own velocity, own position minus the goal's.
+    Observation: own position, own velocity, own position minus its goal's (or minus every
+    agent's goal with ``observe_all_goals``), then with collisions a 12-ray lidar of the
+    other agents (``lidar_range`` minus the distance each ray travels). Collisions push
+    touching agents apart with VMAS's contact force, every substep.
     """
 
     OPTIONS = NavigationOptions
     SUBSTEPS = 2
     AGENT_RADIUS = 0.1
-    GOAL_RADIUS = 0.05
+    GOAL_RADIUS = 0.05  # a Landmark's default Sphere
     MIN_SPAWN_DISTANCE = 2 * AGENT_RADIUS + 0.05
+    MIN_COLLISION_DISTANCE = 0.005
+    LIDAR_RAYS = 12
+    COLLISION_FORCE = 500.0  # vmas/simulator/core.py World defaults
+    CONTACT_MARGIN = 1e-3
 
     def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
         super().__init__(num_envs, seed, auto_reset, **options)
-        self.goal = np.zeros((num_envs, 2))
+        o = self.options
+        self.goal = np.zeros((num_envs, self.n, 2))  # each agent's goal
         self.shaping = np.zeros((num_envs, self.n))
+        i = np.arange(self.n)
+        same = o.agents_with_same_goal
+        self.goal_index = i // same if o.split_goals else np.where(i < same, 0, i)
+        angles = np.linspace(0, 2 * np.pi, self.LIDAR_RAYS + 1)[: self.LIDAR_RAYS]
+        self.rays = np.stack([np.cos(angles), np.sin(angles)], axis=-1)  # [R, 2]
+        self.others = ~np.eye(self.n, dtype=bool)
 
     def obs_dim(self) -> int:
-        return 6
+        o = self.options
+        goals = 2 * (self.n if o.observe_all_goals else 1)
+        return 4 + goals + (self.LIDAR_RAYS if o.collisions else 0)
 
     def _spawn(self, i, rng) -> None:
         w = self.options.world_spawning
         placed: list[np.ndarray] = []
-        for _ in range(self.n + 1):  # the agents, then the goal (VMAS: rejection sampling)
+        for _ in range(2 * self.n):  # the agents, then a goal each (VMAS: rejection sampling)
             while True:
                 p = rng.uniform(-w, w, 2)
                 if all(np.linalg.norm(p - q) >= self.MIN_SPAWN_DISTANCE for q in placed):
                     break
             placed.append(p)
         self.pos[i] = placed[: self.n]
-        self.goal[i] = placed[self.n]
+        self.goal[i] = np.asarray(placed[self.n :])[self.goal_index]
         self.shaping[i] = self._distance()[i] * self.options.pos_shaping_factor
 
     def _distance(self) -> np.ndarray:
-        return np.linalg.norm(self.pos - self.goal[:, None], axis=-1)
+        return np.linalg.norm(self.pos - self.goal, axis=-1)
+
+    def _centre_distances(self) -> np.ndarray:
+        """``[B, N, N]`` distances between the agents' centres."""
+        return np.linalg.norm(self.pos[:, :, None] - self.pos[:, None], axis=-1)
+
+    def environment_force(self) -> np.ndarray:
+        """``[B, N, 2]``: VMAS's contact forces between touching spheres
+        (``World._get_constraint_forces``): ``c * penetration`` along the line of centres,
+        penetration a softplus of the overlap with margin k, zero once apart."""
+        if not self.options.collisions:
+            return 0.0
+        delta = self.pos[:, :, None] - self.pos[:, None]  # [B, N, N, 2]: i pushed away from j
+        dist = np.linalg.norm(delta, axis=-1)
+        dist_min, k = 2 * self.AGENT_RADIUS, self.CONTACT_MARGIN
+        penetration = np.logaddexp(0.0, (dist_min - dist) / k) * k
+        active = self.others & (dist >= 1e-6) & (dist <= dist_min)
+        scale = np.where(active, self.COLLISION_FORCE * penetration / np.maximum(dist, 1e-8), 0)
+        return (delta * scale[..., None]).sum(axis=2)
 
     def _rewards_and_done(self):
+        o = self.options
         dist = self._distance()
-        shaping = dist * self.options.pos_shaping_factor
+        shaping = dist * o.pos_shaping_factor
         progress = self.shaping - shaping  # [B, N]
         self.shaping = shaping
-        if self.options.shared_rew:
+        if o.shared_rew:
             progress = np.repeat(progress.sum(axis=1, keepdims=True), self.n, axis=1)
         all_on_goal = (dist < self.GOAL_RADIUS).all(axis=1)
-        rewards = progress + np.where(all_on_goal, self.options.final_reward, 0.0)[:, None]
+        rewards = progress + np.where(all_on_goal, o.final_reward, 0.0)[:, None]
+        if o.collisions:
+            gap = self._centre_distances() - 2 * self.AGENT_RADIUS
+            touching = self.others & (gap <= self.MIN_COLLISION_DISTANCE)
+            rewards = rewards + o.agent_collision_penalty * touching.sum(axis=2)
         return rewards, (dist < self.AGENT_RADIUS).all(axis=1)
 
+    def lidar(self) -> np.ndarray:
+        """``[B, N, R]``: how far each agent's rays travel before hitting another agent
+        (``lidar_range`` where none is hit; VMAS's ``_cast_ray_to_sphere``: the projection of
+        the other centre on the ray, minus the half chord)."""
+        u = self.pos[:, None] - self.pos[:, :, None]  # [B, i, j, 2]: j relative to i
+        t = u @ self.rays.T  # [B, i, j, R] along each ray
+        d2 = (u * u).sum(-1)[..., None] - t**2
+        r2 = self.AGENT_RADIUS**2
+        hit = (d2 < r2) & (t > 0) & self.others[None, :, :, None]
+        travel = np.where(hit, np.abs(t) - np.sqrt(np.where(r2 - d2 > 0, r2 - d2, 1e-8)), np.inf)
+        return np.minimum(travel.min(axis=2), self.options.lidar_range)
+
     def _observe(self) -> np.ndarray:
-        return np.concatenate([self.pos, self.vel, self.pos - self.goal[:, None]], axis=-1).astype(
-            np.float32
-        )
+        o = self.options
+        if o.observe_all_goals:  # own position minus every agent's goal, in agent order
+            rel = (self.pos[:, :, None] - self.goal[:, None]).reshape(self.num_envs, self.n, -1)
+        else:
+            rel = self.pos - self.goal
+        parts = [self.pos, self.vel, rel]
+        if o.collisions:
+            parts.append(o.lidar_range - self.lidar())
+        return np.concatenate(parts, axis=-1).astype(np.float32)
 
 
 class VMASEnv(CoreEnv):
@@ -336,7 +440,8 @@ class VMASEnv(CoreEnv):
             for f, eaten in zip(core.food[0], core.eaten[0], strict=True):
                 disc(f, core.options.food_radius, (170, 170, 170) if eaten else (40, 170, 60))
         else:
-            disc(core.goal[0], core.GOAL_RADIUS, (40, 170, 60))
+            for goal in np.unique(core.goal[0], axis=0):
+                disc(goal, core.GOAL_RADIUS, (40, 170, 60))
         for p in core.pos[0]:
             disc(p, core.AGENT_RADIUS, (50, 90, 200))
         return np.asarray(img)
@@ -354,6 +459,19 @@ class NavigationEnv(VMASEnv):
 
     core_class, options = NavigationBatch, NavigationOptions
     metadata = {**VMASEnv.metadata, "name": "navigation"}
+
+
+class VMASNavigationBatch(NavigationBatch):
+    """VMAS Navigation with VMAS's defaults (:class:`VMASNavigationOptions`)."""
+
+    OPTIONS = VMASNavigationOptions
+
+
+class VMASNavigationEnv(VMASEnv):
+    """VMAS Navigation with VMAS's defaults (see :class:`NavigationBatch`)."""
+
+    core_class, options = VMASNavigationBatch, VMASNavigationOptions
+    metadata = {**VMASEnv.metadata, "name": "vmas_navigation"}
 
 
 def validator(options: type):

@@ -3,8 +3,9 @@
 Tessera et al., "HyperMARL: Adaptive Hypernetworks for Multi-Agent RL" (NeurIPS 2025). One
 module acts for all the agents of an env with homogeneous agents (``--policies shared``);
 :class:`policies.hypermarl.module.HyperActorCritic` gives each agent its own actor and critic
-generated from a learned agent embedding. ``--algo hypermarl-ippo`` (critics on the agent's
-observation) and ``hypermarl-mappo`` (per-agent critics on the global state); the baselines
+generated from the agent's one-hot id (upstream's default) or a learned embedding. ``--algo
+hypermarl-ippo`` (critics on the agent's observation) and ``hypermarl-mappo`` (per-agent
+critics on the global state); the baselines
 are ippo/mappo with ``--policies shared`` (FuPS), ``--set model.agent_id=true`` (FuPS+ID) and
 ``--policies per_agent`` (NoPS).
 """
@@ -25,7 +26,7 @@ class HyperMARLSettings(PPOSettings):
     """PPO's settings (:class:`policies.ppo.PPOSettings`) and the hypernetworks'."""
 
     hyper: HyperSettings = field(default_factory=HyperSettings)
-    """The hypernetworks (embedding kind and size, hidden layers of the heads)."""
+    """The hypernetworks (embedding kind and size, hidden layers of the heads, init)."""
 
     def validate(self) -> None:
         bad = self.hyper.problems()

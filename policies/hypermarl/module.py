@@ -1,8 +1,8 @@
 """HyperMARL's module: every agent's actor and critic weights generated from its embedding.
 
 Tessera et al., "HyperMARL: Adaptive Hypernetworks for Multi-Agent RL" (NeurIPS 2025;
-github.com/KaleabTessera/HyperMARL). A learned agent embedding ``e_i`` (or the one-hot id)
-feeds, for every layer of the target network, a weight head and a bias head (MLPs, hidden 64,
+github.com/KaleabTessera/HyperMARL). The agent's one-hot id (upstream's default) or a learned
+embedding ``e_i`` feeds, for every layer of the target network, a weight head and a bias head (MLPs, hidden 64,
 ReLU); they output that agent's weights ``W_i`` and biases ``b_i``. The agent id only selects
 the embedding; the observation goes into the generated network alone, so the gradient of an
 agent's samples reaches the shared hypernetwork only through that agent's own weights.
@@ -19,40 +19,90 @@ from torch import nn
 from policies.batch import AGENT_ID, OBS, STATE
 from policies.modules import ActorCritic, mlp_body, shown
 
+INITS = ("upstream", "orthogonal_per_agent")
+EMBEDDINGS = ("onehot", "learned")
+LEARNED_DIM = 4
+"""A learned embedding's size when ``hyper.embedding=learned`` names none (HyperMARL's SMAX
+configs)."""
+
 
 @dataclass
 class HyperSettings:
     """The hypernetworks (``--set hyper.KEY=VALUE``)."""
 
-    embedding: str = "learned"
-    """``learned`` (orthogonal init, scale sqrt 2) or ``onehot`` (the agent id itself)."""
-    embedding_dim: int = 4
-    """Size of a learned embedding (HyperMARL's SMAX scripts: 4)."""
+    embedding: str | None = None
+    """``onehot`` (the agent id itself) or ``learned`` (a ``[agents, embedding_dim]`` table,
+    orthogonal at init with scale sqrt 2). None: upstream's rule, one-hot unless
+    ``embedding_dim`` is set (``ActorCritic.setup``: a learned table only with
+    ``USE_AGENT_ID_EMBEDDINGS``, default False; its Dispersion config sets neither)."""
+    embedding_dim: int | None = None
+    """Size of a learned embedding (None: 4, as HyperMARL's SMAX configs)."""
     hidden: list[int] | None = None
-    """Hidden layers of each weight and bias head (default [64])."""
+    """Hidden layers of each weight and bias head (default [64], upstream's
+    ``HYPERNET_HIDDEN_DIMS``)."""
+    init: str = "upstream"
+    """``upstream``: HyperMARL's ``MLPHyperNetwork`` init: the head's hidden layers flax's
+    default (LeCun normal, truncated; zero bias), the weight head's kernel ``[H, in * out]``
+    one orthogonal ``(in, out)`` block per hidden unit (``hypernet_init``), so an agent's
+    generated ``W_i = sum_h relu(h_i)_h K_h`` is a mix of orthogonal blocks, not orthogonal
+    itself. ``orthogonal_per_agent``: heads with orthogonal hidden layers and the weight head
+    solved (least norm) so every agent's ``W_i`` is exactly orthogonal."""
 
     def __post_init__(self):
         self.hidden = [64] if self.hidden is None else self.hidden
 
+    def kind(self) -> str:
+        """The embedding used: ``embedding``, or upstream's default for it."""
+        if self.embedding is not None:
+            return self.embedding
+        return "onehot" if self.embedding_dim is None else "learned"
+
+    def dim(self) -> int:
+        return LEARNED_DIM if self.embedding_dim is None else self.embedding_dim
+
     def problems(self) -> list[str]:
         bad = []
-        if self.embedding not in ("learned", "onehot"):
-            bad.append(f"hyper.embedding={self.embedding!r} (learned or onehot)")
-        if not 0 < self.embedding_dim <= 4096:
+        if self.embedding is not None and self.embedding not in EMBEDDINGS:
+            bad.append(f"hyper.embedding={shown(self.embedding)} (learned or onehot)")
+        if self.embedding_dim is not None and not 0 < self.embedding_dim <= 4096:
             bad.append(f"hyper.embedding_dim={self.embedding_dim} (in 1..4096)")
+        if self.embedding == "onehot" and self.embedding_dim is not None:
+            bad.append("hyper.embedding_dim with hyper.embedding=onehot (a one-hot id has no size)")
         if not self.hidden or len(self.hidden) > 16 or any(h <= 0 or h > 4096 for h in self.hidden):
             bad.append(f"hyper.hidden={shown(self.hidden)} (1..16 layers of sizes in 1..4096)")
+        if self.init not in INITS:
+            bad.append(f"hyper.init={shown(self.init)} ({' or '.join(INITS)})")
         return bad
+
+
+def lecun_normal_(w: torch.Tensor) -> torch.Tensor:
+    """flax's default kernel init on an ``nn.Linear`` weight ``[out, in]``: a normal truncated
+    at two standard deviations, rescaled so its variance is 1 / fan_in
+    (``jax.nn.initializers.variance_scaling(1, "fan_in", "truncated_normal")``)."""
+    std = np.sqrt(1.0 / w.shape[1]) / 0.87962566103423978
+    return nn.init.trunc_normal_(w, 0.0, std, -2 * std, 2 * std)
+
+
+def orthogonal_blocks_(w: torch.Tensor, n_in: int, n_out: int, gain: float) -> torch.Tensor:
+    """HyperMARL's ``hypernet_init`` on the weight head's last ``nn.Linear`` weight
+    ``[in * out, H]`` (flax's kernel transposed): kernel row h, read as ``(in, out)``, is an
+    orthogonal matrix of scale ``gain``, drawn apart for every h."""
+    blocks = torch.empty(w.shape[1], n_in, n_out)
+    for block in blocks:  # H draws at init, not in the hot path
+        nn.init.orthogonal_(block, gain)
+    with torch.no_grad():
+        return w.copy_(blocks.reshape(w.shape[1], -1).T)
 
 
 class HyperMLP(nn.Module):
     """An MLP ``sizes[0] -> ... -> sizes[-1]`` with its own weights for each of ``num_agents``
     agents, generated from the agents' embeddings.
 
-    At init the generated weights of every agent are orthogonal matrices (gain sqrt 2 for the
-    hidden layers, ``out_gain`` for the last; a different matrix per agent) and the biases are
-    zero: the weight head's last layer is solved for exactly that (least squares on the
-    agents' head features), the bias head's last layer starts at zero.
+    Bias heads' last layers start at zero (every agent's biases 0). Weight heads start as
+    ``settings.init`` says: upstream's orthogonal blocks per hidden unit, or
+    ``orthogonal_per_agent`` (the last layer solved so every agent's generated weights are
+    an orthogonal matrix, least squares on the agents' head features). Gains: sqrt 2 for the
+    hidden layers, ``out_gain`` for the last (upstream: 0.01 actor, 1 critic).
     """
 
     def __init__(
@@ -66,28 +116,39 @@ class HyperMLP(nn.Module):
         super().__init__()
         self.sizes, self.num_agents = list(sizes), num_agents
         self.act = {"tanh": torch.tanh, "relu": torch.relu}[activation]
-        if settings.embedding == "onehot":
+        if settings.kind() == "onehot":
             self.register_buffer("onehot", torch.eye(num_agents))
             self.embedding = None
             dim = num_agents
         else:
-            self.embedding = nn.Parameter(torch.empty(num_agents, settings.embedding_dim))
+            self.embedding = nn.Parameter(torch.empty(num_agents, settings.dim()))
             nn.init.orthogonal_(self.embedding, np.sqrt(2))
-            dim = settings.embedding_dim
+            dim = settings.dim()
         self.weight_heads = nn.ModuleList()
         self.bias_heads = nn.ModuleList()
+        upstream = settings.init == "upstream"
         layers = list(zip(sizes[:-1], sizes[1:], strict=True))
         for k, (n_in, n_out) in enumerate(layers):
             gain = out_gain if k == len(layers) - 1 else np.sqrt(2)
-            self.weight_heads.append(self._head(dim, settings.hidden, n_in * n_out))
-            self.bias_heads.append(self._head(dim, settings.hidden, n_out))
+            self.weight_heads.append(self._head(dim, settings.hidden, n_in * n_out, upstream))
+            self.bias_heads.append(self._head(dim, settings.hidden, n_out, upstream))
             nn.init.zeros_(self.bias_heads[-1][-1].weight)
             nn.init.zeros_(self.bias_heads[-1][-1].bias)
-            self._start_orthogonal(self.weight_heads[-1], n_in, n_out, gain)
+            last = self.weight_heads[-1][-1]
+            nn.init.zeros_(last.bias)
+            if upstream:
+                orthogonal_blocks_(last.weight, n_in, n_out, gain)
+            else:
+                self._start_orthogonal(self.weight_heads[-1], n_in, n_out, gain)
 
     @staticmethod
-    def _head(dim: int, hidden: list[int], n_out: int) -> nn.Sequential:
+    def _head(dim: int, hidden: list[int], n_out: int, upstream: bool) -> nn.Sequential:
         body = mlp_body([dim, *hidden], "relu")
+        if upstream:  # flax nn.Dense's defaults
+            for layer in body:
+                if isinstance(layer, nn.Linear):
+                    lecun_normal_(layer.weight)
+                    nn.init.zeros_(layer.bias)
         return nn.Sequential(*body, nn.Linear(hidden[-1], n_out))
 
     def embeddings(self) -> torch.Tensor:
@@ -103,7 +164,6 @@ class HyperMLP(nn.Module):
         # The least-norm solution of feats @ M = targets (exact while K <= H).
         solution = torch.linalg.pinv(feats) @ targets.reshape(self.num_agents, -1)
         head[-1].weight.copy_(solution.T)
-        nn.init.zeros_(head[-1].bias)
 
     def generated(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Every agent's weights ``[K, in, out]`` and biases ``[K, out]``, layer by layer."""

@@ -22,8 +22,10 @@ from policies.ppo.demos import warm_start
 # The MAPPO paper's SMAC setup (github.com/marlbenchmark/on-policy, onpolicy/config.py and
 # scripts/train_smac*_scripts/): rMAPPO with a GRU over 10-step chunks, MLP 64x64, lr 5e-4,
 # clip 0.2, entropy 0.01, gradient norm 10, value loss weight 1, 8 rollout threads x 400
-# steps a batch, one minibatch; per map the scripts change the epochs, the clip and the
-# minibatches (maps without a script, 2s3z among them, keep the config's 15 epochs).
+# steps a batch, one minibatch of every agent's chunks (num_mini_batch; shared_buffer.py's
+# recurrent_generator splits all agents' chunks into that many); per map the scripts change
+# the epochs, the clip and the minibatches (maps without a script, 2s3z among them, keep the
+# config's 15 epochs).
 PAPER_COMMON = {
     "lr": 5e-4,
     "clip_param": 0.2,
@@ -33,7 +35,7 @@ PAPER_COMMON = {
     "train_batch_size": 8 * 400,
     "num_envs_per_env_runner": 8,
     "num_epochs": 15,
-    "minibatches": 1,
+    "num_minibatches": 1,
 }
 PAPER_PER_MAP = {
     "10m_vs_11m": {"num_epochs": 10},
@@ -46,7 +48,7 @@ PAPER_PER_MAP = {
     "5m_vs_6m": {"num_epochs": 10, "clip_param": 0.05},
     "6h_vs_8z": {"num_epochs": 5},
     "8m_vs_9m": {"clip_param": 0.05},
-    "MMM2": {"num_epochs": 5, "minibatches": 2},
+    "MMM2": {"num_epochs": 5, "num_minibatches": 2},
     "corridor": {"num_epochs": 5},
 }
 PAPER_SMACV2 = {"num_epochs": 5}
@@ -134,8 +136,6 @@ def paper_settings(env_id: str, settings: MAPPOSettings) -> MAPPOSettings:
     per_map = PAPER_SMACV2 if family == "smacv2" else PAPER_PER_MAP.get(name, {})
     knobs = {**PAPER_COMMON, **PAPER_LOSS, **(PAPER_SMACV2_LOSS if family == "smacv2" else {})}
     knobs.update(per_map)
-    minibatches = knobs.pop("minibatches")
-    knobs["minibatch_size"] = knobs["train_batch_size"] // minibatches
     knobs["vf_clip_param"] = knobs["clip_param"]  # on-policy clips the value with clip_param
     model = {**PAPER_MODEL, **(PAPER_MODEL_V1 if family == "smac" else {})}
     default = MAPPOSettings()

@@ -29,6 +29,7 @@ from policies.modules import ActorCritic, ModelSettings, shown, stacking_problem
 from policies.ppo.array_path import ArrayPPO
 from policies.ppo.learner import (
     ADVANTAGE_NORMS,
+    MINIBATCHES_KEY,
     THREADS_KEY,
     VALUE_CLIPS,
     VALUE_LOSSES,
@@ -113,6 +114,12 @@ class PPOSettings:
     minibatch_size: int = 512
     """Agent steps (rows of one module) per SGD minibatch (at most ``train_batch_size``, as
     RLlib requires)."""
+    num_minibatches: int = 0
+    """Minibatches per epoch of each module's batch, of equal size whatever the module's
+    number of agents (JaxMARL's and HyperMARL's ``NUM_MINIBATCHES``: a shared module of 4
+    agents then takes minibatches 4x the rows of a per-agent module's; a recurrent module's
+    batch is split by whole chunks, as on-policy's ``num_mini_batch``). 0: ``minibatch_size``
+    rows each."""
     num_epochs: int = 5
     """SGD passes over each batch."""
     num_envs_per_env_runner: int = 64
@@ -174,6 +181,7 @@ class PPOSettings:
             "train_batch_size": self.train_batch_size > 0,
             "minibatch_size": 0 < self.minibatch_size <= self.train_batch_size,
             "num_epochs": self.num_epochs > 0,
+            "num_minibatches": 0 <= self.num_minibatches <= 4096,
             "demo_epochs": self.demo_epochs > 0,
             "demo_log_std": -5 <= self.demo_log_std <= 1,
             "test_interval": self.test_interval is None or self.test_interval >= 0,
@@ -201,7 +209,8 @@ class PPOSettings:
                 "minibatch_size and num_envs_per_env_runner <= train_batch_size, demo_log_std "
                 "in [-5, 1], test_interval >= 0, test_nepisode in 1..4096, value_clip in "
                 f"{'/'.join(VALUE_CLIPS)}, advantage_norm in {'/'.join(ADVANTAGE_NORMS)}, "
-                "adam_eps in (0, 1], learner_threads in 1..256, demos only with model.seeds=1)"
+                "adam_eps in (0, 1], learner_threads in 1..256, demos only with model.seeds=1, "
+                "num_minibatches in 0..4096)"
             )
 
 
@@ -318,6 +327,7 @@ def configure_ppo(
                 "greedy_tests": greedy_tests(env_id, settings),
                 LossSettings.KEY: loss_settings(settings).as_dict(),
                 THREADS_KEY: settings.learner_threads,
+                MINIBATCHES_KEY: settings.num_minibatches,
             },
             learner_class=ArrayPPOLearner,
         )

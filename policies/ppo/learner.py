@@ -7,7 +7,8 @@ over modules). For the array path's batches (``policies.ppo.array_path``)
 it once per epoch (one gather per column; a recurrent module's batch by whole chunks), takes
 minibatches as contiguous views and keeps statistics of the last minibatch only (what
 RLlib's ``window=1`` logging keeps). The number of minibatches is
-``round(rows / minibatch_size)``, of equal size (as CleanRL and JaxMARL split a batch).
+``round(rows / minibatch_size)``, or ``num_minibatches`` where set, of equal size (as CleanRL
+and JaxMARL split a batch).
 
 The loss is PPO's clipped surrogate with the value loss and advantage scope of the field's
 reference implementations (CleanRL's ``ppo.py``, JaxMARL's ``baselines/IPPO``, MAPPO's
@@ -46,6 +47,8 @@ VALUE_CLIPS = ("change", "loss", "none")
 VALUE_LOSSES = ("squared", "huber")
 THREADS_KEY = "learner_threads"
 """Where ``PPOSettings.learner_threads`` travels in RLlib's ``learner_config_dict``."""
+MINIBATCHES_KEY = "num_minibatches"
+"""Where ``PPOSettings.num_minibatches`` travels (0: minibatches of ``minibatch_size``)."""
 ADVANTAGE_NORMS = ("minibatch", "batch", "active_batch", "none")
 ACTIVE = "active_mask"
 """The training batch's column of per-row active masks (1: the agent was alive at the row's
@@ -258,7 +261,8 @@ class ArrayPPOLearner(PPOTorchLearner):
         # the units minibatches are made of: rows, or a recurrent module's chunks [C, L]
         n = len(adv) // seeds  # units of each seed
         steps = adv[0].numel()  # rows per unit
-        parts = max(1, round(n * steps / minibatch_size))
+        parts = self.config.learner_config_dict.get(MINIBATCHES_KEY, 0)
+        parts = min(n, parts) if parts else max(1, round(n * steps / minibatch_size))
         bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None

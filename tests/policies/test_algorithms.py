@@ -239,10 +239,11 @@ def test_mappo_paper_settings_follow_the_on_policy_scripts():
     assert (s.lr, s.clip_param, s.num_epochs, s.grad_clip, s.vf_loss_coeff) == (
         5e-4, 0.05, 10, 10.0, 1.0
     )  # fmt: skip
-    assert (s.train_batch_size, s.minibatch_size, s.num_envs_per_env_runner) == (3200, 3200, 8)
+    # one minibatch of every agent's chunks (on-policy's num_mini_batch 1), whatever the agents
+    assert (s.train_batch_size, s.num_minibatches, s.num_envs_per_env_runner) == (3200, 1, 8)
     assert s.model.recurrent and s.model.max_seq_len == 10
     mmm2 = paper_settings("smac/MMM2-v0", info.settings(paper=True))
-    assert (mmm2.num_epochs, mmm2.minibatch_size, mmm2.clip_param) == (5, 1600, 0.2)
+    assert (mmm2.num_epochs, mmm2.num_minibatches, mmm2.clip_param) == (5, 2, 0.2)
     assert paper_settings("smac/2s3z-v0", info.settings(paper=True)).num_epochs == 15
     assert paper_settings("smacv2/protoss_5_vs_5-v0", info.settings(paper=True)).num_epochs == 5
     off = info.settings()

@@ -17,15 +17,33 @@ from policies.diversity import (
 
 def test_jensen_shannon_and_total_variation_known_values():
     logits = torch.tensor([[[0.0, -1e9]], [[-1e9, 0.0]]])  # two agents, one obs: disjoint
-    js, tv = snd_discrete(logits)
-    assert js == pytest.approx(1.0) and tv == pytest.approx(1.0)  # JS in bits: at most 1
+    d, tv, bits = snd_discrete(logits)
+    assert d == pytest.approx(np.sqrt(np.log(2)))  # scipy's distance: at most sqrt(ln 2)
+    assert tv == pytest.approx(1.0) and bits == pytest.approx(1.0)  # JS in bits: at most 1
     same = torch.zeros(3, 5, 4)
-    assert snd_discrete(same) == (0.0, 0.0)
+    assert snd_discrete(same) == (0.0, 0.0, 0.0)
     # p = (1, 0), q = (1/2, 1/2): JS = 1/2 KL(p||m) + 1/2 KL(q||m), m = (3/4, 1/4)
     logits = torch.tensor([[[0.0, -1e9]], [[0.0, 0.0]]])
     expected = 0.5 * np.log2(4 / 3) + 0.5 * (0.5 * np.log2(2 / 3) + 0.5 * np.log2(2))
-    js, tv = snd_discrete(logits)
-    assert js == pytest.approx(expected) and tv == pytest.approx(0.5)
+    d, tv, bits = snd_discrete(logits)
+    assert bits == pytest.approx(expected) and tv == pytest.approx(0.5)
+    assert d == pytest.approx(np.sqrt(expected * np.log(2)))
+
+
+def test_discrete_snd_is_hypermarls_scipy_distances_averaged_over_pairs_and_observations():
+    """KaleabTessera/HyperMARL@03fea2a: baselines/utils/utils.py, calculate_team_diversity:
+    ``scipy.spatial.distance.jensenshannon`` and ``0.5 * np.sum(np.abs(p - q))`` per
+    observation and agent pair, averaged."""
+    from scipy.spatial.distance import jensenshannon
+
+    rng = np.random.default_rng(0)
+    logits = torch.tensor(rng.normal(0, 2, (4, 50, 9)))  # 4 agents, 50 observations
+    p = torch.softmax(logits, -1).numpy()
+    pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    js = np.mean([jensenshannon(p[i, o], p[j, o]) for i, j in pairs for o in range(50)])
+    tv = np.mean([0.5 * np.sum(np.abs(p[i, o] - p[j, o])) for i, j in pairs for o in range(50)])
+    d, t, _ = snd_discrete(logits)
+    assert d == pytest.approx(js, rel=1e-9) and t == pytest.approx(tv, rel=1e-9)
 
 
 def test_wasserstein_between_diagonal_gaussians():
@@ -50,6 +68,24 @@ def test_observation_set_is_fixed_and_sized():
     np.testing.assert_array_equal(obs, b["agent"][0])
     masked = observation_set("smac/3m-v0", size=32)
     assert masked["agent"][1].shape == (32, 9)
+
+
+def test_rollout_observation_set_follows_the_policy():
+    """With a policy the set is what its sampled play sees: a team that always stays put
+    (discrete action 0) never leaves Dispersion's origin; random play does."""
+    from policies.inference import ModulePolicy, Policy
+
+    modules, _ = modules_of("ippo", "mpe/dispersion-v0", "shared")
+    module = modules["shared"]
+    with torch.no_grad():
+        module.pi_head.weight.zero_()
+        module.pi_head.bias.copy_(torch.tensor([50.0] + [0.0] * 8))
+    policy = Policy({"shared": ModulePolicy(module)})
+    obs, _ = observation_set("mpe/dispersion-v0", size=128, seed=1, policy=policy)["agent"]
+    assert obs.shape == (128, 16)
+    assert np.all(obs[:, :4] == 0)  # own position and velocity
+    rand, _ = observation_set("mpe/dispersion-v0", size=128, seed=1)["agent"]
+    assert np.abs(rand[:, :4]).max() > 0
 
 
 def modules_of(algo, env_id, sharing, **model):

@@ -41,8 +41,8 @@ def orthogonal_error(w: torch.Tensor, gain: float) -> float:
 
 
 @pytest.mark.parametrize("algo", ["hypermarl-ippo", "hypermarl-mappo"])
-def test_generated_weights_differ_per_agent_and_start_orthogonal(algo):
-    m = module(algo=algo)
+def test_orthogonal_per_agent_init_makes_every_agents_weights_orthogonal(algo):
+    m = module(algo=algo, hyper__init="orthogonal_per_agent")
     for net, out_gain in ((m.pi_hyper, 0.01), (m.vf_hyper, 1.0)):
         layers = net.generated()
         for k, (w, b) in enumerate(layers):
@@ -60,13 +60,59 @@ def test_generated_weights_differ_per_agent_and_start_orthogonal(algo):
         assert m.vf_hyper.sizes[0] == spec.state_dim  # per-agent critics on the global state
 
 
-def test_embedding_is_orthogonal_with_scale_sqrt2_and_onehot_is_an_option():
-    m = module()
-    e = m.pi_hyper.embedding.detach()  # [4 agents, 4]
-    np.testing.assert_allclose((e @ e.T).numpy(), 2 * np.eye(4), atol=1e-5)
-    m = module(hyper__embedding="onehot")
+def upstream_singular_values(n_in, n_out, agents=4, hidden=64, gain=2**0.5, draws=20):
+    """NumPy emulation of HyperMARL's ``MLPHyperNetwork`` at init with one-hot embeddings
+    (KaleabTessera/HyperMARL@03fea2a: baselines/MAPPO/mappo_ff_shared_weights_mlp_hypernets.py,
+    ``hypernet_init`` and ``__call__``): hidden Dense = flax's LeCun normal truncated at 2 std
+    (zero bias), then ReLU; weight-head kernel ``[H, in*out]`` = H orthogonal ``(in, out)``
+    blocks (jax's orthogonal: QR of a normal, signs of R's diagonal), zero bias."""
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(draws):
+        std = np.sqrt(1 / agents) / 0.87962566103423978
+        z = rng.normal(0, std, 8 * agents * hidden)
+        w1 = z[np.abs(z) < 2 * std][: agents * hidden].reshape(agents, hidden)
+        h = np.maximum(np.eye(agents) @ w1, 0)
+        blocks = []
+        for _ in range(hidden):
+            q, r = np.linalg.qr(rng.normal(size=(max(n_in, n_out), min(n_in, n_out))))
+            q = q * np.sign(np.diag(r))
+            blocks.append(gain * (q if n_in >= n_out else q.T))
+        w = np.einsum("kh,hio->kio", h, np.stack(blocks))
+        out.append(np.linalg.svd(w, compute_uv=False))
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("shape", [(16, 64), (64, 64)])
+def test_upstream_init_matches_an_emulation_of_hypermarls(shape):
+    """The default init is upstream's: the generated weights are NOT orthogonal per agent;
+    their singular values spread as the emulation's (16x64: about 1.5-7, 64x64: 0-9)."""
+    n_in, n_out = shape
+    ours = []
+    for seed in range(20):
+        torch.manual_seed(seed)
+        net = HyperMLP([n_in, n_out, 2], 4, HyperSettings(), "relu", out_gain=1.0)
+        w = net.generated()[0][0].detach().numpy()
+        ours.append(np.linalg.svd(w, compute_uv=False))
+    ours = np.concatenate(ours)
+    theirs = upstream_singular_values(n_in, n_out)
+    q = [5, 25, 50, 75, 95]
+    np.testing.assert_allclose(np.percentile(ours, q), np.percentile(theirs, q), rtol=0.12)
+    assert abs(ours.mean() - theirs.mean()) < 0.1 * theirs.mean()
+    assert ours.std() > 1.0  # far from orthogonal (all singular values sqrt 2)
+    for bias in net.generated()[0][1]:
+        assert torch.all(bias == 0)
+
+
+def test_default_embedding_is_onehot_and_learned_when_sized():
+    m = module()  # upstream: one-hot unless USE_AGENT_ID_EMBEDDINGS
     assert m.pi_hyper.embedding is None
     np.testing.assert_array_equal(m.pi_hyper.embeddings().numpy(), np.eye(4))
+    m = module(hyper__embedding_dim=8)  # --set hyper.embedding_dim=8
+    assert m.pi_hyper.embedding.shape == (4, 8)
+    m = module(hyper__embedding="learned")
+    e = m.pi_hyper.embedding.detach()  # [4 agents, 4]
+    np.testing.assert_allclose((e @ e.T).numpy(), 2 * np.eye(4), atol=1e-5)
 
 
 def test_batched_pass_equals_a_loop_over_agents():
@@ -101,7 +147,7 @@ def test_module_rows_use_their_own_agents_weights():
 
 
 def test_gradients_reach_embeddings_and_hypernetworks():
-    m = module(algo="hypermarl-mappo")
+    m = module(algo="hypermarl-mappo", hyper__embedding="learned")
     batch = rows(m)
     opt = torch.optim.SGD(m.parameters(), lr=1e-2)
     # Two steps: the bias heads' last layers start at zero, so their hidden layers see a
@@ -143,6 +189,14 @@ def test_refusals_name_what_is_wrong():
     settings = info.settings()
     settings.hyper.embedding = "random"
     with pytest.raises(AlgorithmMismatch, match="learned or onehot"):
+        info.build("mpe/dispersion-v0", settings)
+    settings = info.settings()
+    settings.hyper.init = "xavier"
+    with pytest.raises(AlgorithmMismatch, match="upstream or orthogonal_per_agent"):
+        info.build("mpe/dispersion-v0", settings)
+    settings = info.settings()
+    settings.hyper.embedding, settings.hyper.embedding_dim = "onehot", 8
+    with pytest.raises(AlgorithmMismatch, match="one-hot id has no size"):
         info.build("mpe/dispersion-v0", settings)
 
 

@@ -113,6 +113,21 @@ def test_an_update_takes_epochs_times_equal_minibatches_with_adams_eps(ray_sessi
         algo.stop()
 
 
+def test_num_minibatches_splits_every_modules_batch_into_that_many(ray_session):
+    """JaxMARL's NUM_MINIBATCHES: the shared module's 3 agents' rows in 2 minibatches."""
+    algo = _algo(num_minibatches=2).build_algo()
+    try:
+        learner = algo.learner_group._learner
+        optimizer = learner.get_optimizer("shared")
+        steps = []
+        step = optimizer.step
+        optimizer.step = lambda *a, **k: (steps.append(1), step(*a, **k))[1]
+        algo.train()
+        assert len(steps) == SMALL["num_epochs"] * 2
+    finally:
+        algo.stop()
+
+
 def test_the_batch_carries_the_sampled_values_and_raw_advantages(ray_session):
     algo = _algo().build_algo()
     try:

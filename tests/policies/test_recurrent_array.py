@@ -196,9 +196,10 @@ def test_the_unroll_and_its_gradients_equal_torchs_gru_step_by_step():
 
 
 def test_one_update_equals_a_hand_rolled_loop(ray_session):
-    """Two epochs of one minibatch (all chunks) of ``ArrayPPOLearner`` against per-step GRU
-    calls, PPO's loss written out, torch's gradient clipping and Adam."""
-    algo = build("smac/3m-v0", num_epochs=2)
+    """Two epochs of one minibatch (all chunks: ``num_minibatches=1``, on-policy's
+    ``num_mini_batch``) of ``ArrayPPOLearner`` against per-step GRU calls, PPO's loss written
+    out, torch's gradient clipping and Adam."""
+    algo = build("smac/3m-v0", num_epochs=2, num_minibatches=1)
     try:
         runner = algo.env_runner
         roll = runner.rollout(8 * 4 * L)
@@ -242,7 +243,8 @@ def test_one_update_equals_a_hand_rolled_loop(ray_session):
             total.backward()
             torch.nn.utils.clip_grad_norm_(list(ref.parameters()), 0.5)
             opt.step()
-        learner._fit("shared", batch, loss, num_epochs=2, minibatch_size=10**6)
+        # num_minibatches wins over a minibatch_size that would cut the chunks into many
+        learner._fit("shared", batch, loss, num_epochs=2, minibatch_size=L)
         got = learner.module["shared"].state_dict()
         for k, v in ref.state_dict().items():
             torch.testing.assert_close(got[k], v, atol=1e-5, rtol=1e-4, msg=k)

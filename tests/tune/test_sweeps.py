@@ -21,7 +21,14 @@ def test_every_sweep_builds_with_its_defaults():
 @pytest.mark.parametrize(
     "name, values, message",
     [
-        ("nope", {}, "unknown sweep 'nope'; sweeps: seeds, sensitivity, compute_allocation"),
+        (
+            "nope",
+            {},
+            "unknown sweep 'nope'; sweeps: seeds, sensitivity, compute_allocation, hypermarl",
+        ),
+        ("hypermarl", {"methods": ["FuPS", "IPS"]}, "distinct methods of FuPS, FuPS\\+ID"),
+        ("hypermarl", {"timesteps": 0}, "timesteps=0"),
+        ("hypermarl", {"settings": {"hyper.embedding_dim": 0}}, "hyper.embedding_dim=0"),
         ("seeds", {"seedz": 3}, "unknown key 'seedz'; allowed: env, algo"),
         ("seeds", {"samples": "five"}, "samples must be int, got .five."),
         ("seeds", {"samples": 0}, "samples=0"),
@@ -56,6 +63,27 @@ def test_seeds_sweep_runs_one_trial_per_seed():
     assert [t["run"]["seed"] for t in trials] == [0, 1, 2, 3, 4]
     assert trials[0]["run"]["env"] == "smac/3m-v0" and trials[0]["run"]["algo"] == "mappo"
     assert trials[0]["run"]["train_batch_size"] == 1000 and trials[0]["stop"] == {}
+
+
+def test_hypermarl_sweep_is_a_grid_of_methods_and_seeds_with_upstreams_settings():
+    sweep = make_sweep(
+        "hypermarl", {"samples": 2, "settings": {"hyper.embedding_dim": 8}, "timesteps": 5000}
+    )
+    trials = sweep.stage("compare", None, None, None).trials
+    assert len(trials) == 8
+    assert {(t["study"]["method"], t["study"]["seed"]) for t in trials} == {
+        (m, s) for m in ("FuPS", "FuPS+ID", "NoPS", "HyperMARL") for s in (0, 1)
+    }
+    run = {t["study"]["method"]: t["run"] for t in trials if t["study"]["seed"] == 1}
+    assert run["HyperMARL"]["algo"] == "hypermarl-mappo" and run["NoPS"]["policies"] == "per_agent"
+    assert run["FuPS+ID"]["model.agent_id"] is True and run["FuPS"]["num_minibatches"] == 2
+    assert run["HyperMARL"]["seed"] == 1 and run["HyperMARL"]["timesteps"] == 5000
+    from tune.trainable import trial_config
+
+    cfg = trial_config(run["HyperMARL"])  # a hyper.* key reaches the hypernetworks
+    assert cfg.settings.hyper.embedding_dim == 8 and cfg.settings.hyper.kind() == "learned"
+    assert cfg.settings.train_batch_size == 2048 and cfg.settings.num_minibatches == 2
+    assert "hyper.embedding_dim" not in run["FuPS"]  # hyper.* keys: HyperMARL's trials only
 
 
 def test_a_trial_declares_its_runners_and_learners():

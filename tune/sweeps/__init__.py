@@ -27,6 +27,7 @@ SWEEPS = {
     "seeds": "tune.sweeps.seeds:SeedsSweep",
     "sensitivity": "tune.sweeps.sensitivity:SensitivitySweep",
     "compute_allocation": "tune.sweeps.compute_allocation:ComputeAllocationSweep",
+    "hypermarl": "tune.sweeps.hypermarl:HyperMARLSweep",
 }
 """Sweep name -> ``module:class``."""
 COUNTS = ("samples", "seeds")
