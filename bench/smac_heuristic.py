@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -36,22 +35,13 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from envs.smac.core import ENEMY_AIS, BattleBatch  # noqa: E402
+from tune.analysis import wilson  # noqa: E402
 
 # The maps of SMAC's heuristic column that the review of the enemy compared, and 3m, 8m.
 MAPS = ("3m", "8m", "2s3z", "3s5z", "1c3s5z", "10m_vs_11m", "5m_vs_6m", "MMM2")
 # SMAC paper, "Heuristic" column (fractions): not found in any source reachable here.
 PUBLISHED: dict[str, float | None] = {m: None for m in MAPS}
 OUT = ROOT / "bench" / "results" / "smac_heuristic.json"
-
-
-def wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95% for z = 1.96)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = wins / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def play(map_name: str, enemy_ai: str, battles: int, seed: int, engine: str = "numba") -> dict:

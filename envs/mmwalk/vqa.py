@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.mmwalk.navigate import ACTIONS as WALKER_ACTIONS
 from envs.mmwalk.scene import COLORS, CORNER_CASES, LANDMARKS, WEATHERS
 
 CATEGORIES = ("E1", "E2", "E3", "E4", "M1", "M2", "M3", "H1", "H2")
@@ -75,14 +76,7 @@ WHY = {
     "ATM": "a fixed point on the building's face",
 }
 VIEWS = ("walker", "drone", "dog")
-ACTIONS = (
-    "Moving Forward",
-    "Turning Left",
-    "Turning Right",
-    "Forward Turning Left",
-    "Forward Turning Right",
-    "Stationary",
-)
+ACTIONS = (*WALKER_ACTIONS, "Stationary")  # what E1 asks about: the walker's moves, or none
 LEVELS = ("Low-risk", "Moderate risk", "High-risk")
 
 

@@ -404,6 +404,8 @@ class Points:
         result = np.nan_to_num(self.result, nan=0.0)
         games = len(result)
         wins, losses = int((result > 0).sum()), int((result < 0).sum())
+        from tune.analysis import wilson
+
         low, high = wilson(wins, games)
         reasons, counts = np.unique(self.why[result == 0].astype(str), return_counts=True)
         return {
@@ -419,13 +421,3 @@ class Points:
             "mean_hits": float(self.hits.mean()),
             "most_hits": int(self.hits.max()),
         }
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, float(centre - half)), min(1.0, float(centre + half))
