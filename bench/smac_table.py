@@ -107,13 +107,18 @@ def read_rows(where: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def tests_of(rows: list[dict]) -> list[tuple[int, float]]:
-    """(env steps, greedy test win rate) of the iterations that played test battles."""
-    out = []
+def tests_of(rows: list[dict], interval: int) -> list[tuple[int, float, float]]:
+    """(env steps, greedy test win rate, test team return) of the iterations that played test
+    battles: the
+    first row in each ``interval`` of env steps (metrics.csv repeats the last test's numbers
+    in the rows between tests)."""
+    out, seen = [], set()
     for r in rows:
         won = float(r.get("test_battle_won_mean") or "nan")
-        if math.isfinite(won):
-            out.append((int(r["env_steps"]), won))
+        steps = int(r["env_steps"])
+        if math.isfinite(won) and steps // interval not in seen:
+            seen.add(steps // interval)
+            out.append((steps, won, float(r.get("test_return_mean") or "nan")))
     return out
 
 
@@ -124,14 +129,15 @@ def report(a) -> dict:
     out = Path(a.out)
     table, curves = {}, {}
     for m in a.maps:
-        finals, steps, hours = [], [], []
+        finals, returns, steps, hours = [], [], [], []
         for s in range(16):
             rows = read_rows(run_dir(out, m, s))
-            tests = tests_of(rows)
+            tests = tests_of(rows, a.test_interval)
             if not tests:
                 continue
             curves.setdefault(m, {})[s] = tests
             finals.append(100 * tests[-1][1])
+            returns.append(tests[-1][2])
             steps.append(int(rows[-1]["env_steps"]))
             hours.append(float(rows[-1]["time_s"]) / 3600)
         if finals:
@@ -139,6 +145,7 @@ def report(a) -> dict:
                 "seeds": len(finals),
                 "final_test_win_rate": float(np.median(finals)),
                 "each_seed": finals,
+                "final_test_return": float(np.median(returns)),
                 "env_steps": int(min(steps)),
                 "hours": round(max(hours), 2),
                 "paper_mappo": PAPER_MAPPO.get(m),
