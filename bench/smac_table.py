@@ -109,15 +109,16 @@ def read_rows(where: Path) -> list[dict]:
 
 def tests_of(rows: list[dict], interval: int) -> list[tuple[int, float, float]]:
     """(env steps, greedy test win rate, test team return) of the iterations that played test
-    battles: the
-    first row in each ``interval`` of env steps (metrics.csv repeats the last test's numbers
-    in the rows between tests)."""
-    out, seen = [], set()
+    battles, on the schedule ``policies.testing.is_due`` keeps (metrics.csv repeats a test's
+    numbers in the rows until the next one)."""
+    from policies.testing import is_due
+
+    out, last = [], None
     for r in rows:
         won = float(r.get("test_battle_won_mean") or "nan")
         steps = int(r["env_steps"])
-        if math.isfinite(won) and steps // interval not in seen:
-            seen.add(steps // interval)
+        if math.isfinite(won) and is_due(steps, last, interval):
+            last = steps
             out.append((steps, won, float(r.get("test_return_mean") or "nan")))
     return out
 
