@@ -111,7 +111,7 @@ def openai_judge(
         )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
-                reply = json.load(r)["choices"][0]["message"]["content"].strip()
+                reply = (json.load(r)["choices"][0]["message"]["content"] or "").strip()
         except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as e:
             print(f"[!] judge error: {e}")
             return 1.0

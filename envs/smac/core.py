@@ -663,17 +663,20 @@ class BattleBatch(VectorEnv):
                 f"unavailable; legal actions: {', '.join(allowed)}"
             )
 
-    def _apply_orders(self, actions: np.ndarray) -> None:
+    def _apply_orders(self, actions: np.ndarray, scripted: bool = False) -> None:
+        """The agents' orders from their actions; ``scripted``: SMAC's heuristic's, which
+        (``get_agent_action_heuristic``) bypass ``get_agent_action``'s range test and attack
+        coin."""
         A = self.n_allies
         kind, target, goal = self.kind[:, :A], self.target[:, :A], self.goal[:, :A]
         move = (actions >= 2) & (actions < N_ACTIONS_NO_ATTACK)
         attack = actions >= self.n_no_attack
-        if not self.opt.action_mask or self.opt.stochastic_attack is not None:
-            attack &= self._order_given(actions, attack)
         if self.n_fov:  # turning the cone gives the unit no order
             look = (actions >= N_ACTIONS_NO_ATTACK) & ~attack
             turn = self._fov_dirs[np.clip(actions - N_ACTIONS_NO_ATTACK, 0, self.n_fov - 1)]
             self.fov = np.where(look, turn, self.fov)
+        if not scripted and (not self.opt.action_mask or self.opt.stochastic_attack is not None):
+            attack &= self._order_given(actions, attack)  # a failed attack: no order at all
         med = self.is_medivac[:, :A]
         kind[actions == 1] = IDLE
         kind[move] = MOVE
@@ -1459,7 +1462,7 @@ class BattleBatch(VectorEnv):
                     f"but, as SMAC, records them as the last action), got {actions[bad][0]}"
                 )
             self.heuristic_actions = taken = self._heuristic()
-            self._apply_orders(taken)
+            self._apply_orders(taken, scripted=True)
             self.last_action[:] = actions  # SMAC's step one-hots the actions passed (l. 456)
         else:
             self._check(actions)

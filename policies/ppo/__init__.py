@@ -53,6 +53,8 @@ HINTS = {
     "value_loss": f"{'/'.join(VALUE_LOSSES)}; huber not with value_clip=loss",
     "huber_delta": "> 0",
     "advantage_norm": "active_batch with model.seeds=1 only",
+    "policy_active_masks": "with model.seeds=1 only",
+    "value_active_masks": "with model.seeds=1 only",
     "grad_clip_per_network": "with model.seeds=1 only",
     "demos": "with model.seeds=1 and without model.value_norm",
 }
@@ -172,6 +174,9 @@ class PPOSettings:
             "value_clip": self.value_clip in VALUE_CLIPS,
             "advantage_norm": self.advantage_norm in ADVANTAGE_NORMS
             and not (self.advantage_norm == "active_batch" and self.model.seeds > 1),
+            # masked means over all seeds' rows would weigh each seed by its live rows
+            "policy_active_masks": not (self.policy_active_masks and self.model.seeds > 1),
+            "value_active_masks": not (self.value_active_masks and self.model.seeds > 1),
             "value_loss": self.value_loss in VALUE_LOSSES
             and not (self.value_loss == "huber" and self.value_clip == "loss"),
             "huber_delta": self.huber_delta > 0,

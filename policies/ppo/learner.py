@@ -262,7 +262,7 @@ class ArrayPPOLearner(PPOTorchLearner):
         n = len(adv) // seeds  # units of each seed
         steps = adv[0].numel()  # rows per unit
         parts = self.config.learner_config_dict.get(MINIBATCHES_KEY, 0)
-        parts = min(n, parts) if parts else max(1, round(n * steps / minibatch_size))
+        parts = min(n, parts or max(1, round(n * steps / minibatch_size)))  # whole units
         bounds = [(int(c[0]), int(c[-1]) + 1) for c in torch.arange(n).tensor_split(parts)]
         entropy_coeff = self.entropy_coeff_schedulers_per_module[mid].get_current_value()
         kl_coeff = self.curr_kl_coeffs_per_module[mid] if loss.use_kl_loss else None

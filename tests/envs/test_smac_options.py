@@ -886,6 +886,40 @@ def test_stochastic_attack_gives_the_order_with_the_agents_probability(engine):
         assert lo <= share <= hi, (prob, share)
 
 
+def test_a_failed_attack_does_not_turn_the_cone():
+    """An attack that gives no order (the coin, or out of range without the mask) is still an
+    attack action: the agent's cone (conic_fov) stays where it was."""
+    core = BattleBatch(
+        1, seed=2, map_name="protoss_5_vs_5", conic_fov=True, stochastic_attack=(0.0, 0.0)
+    )
+    core.reset()
+    A = core.n_allies
+    core.pos[0, A] = core.pos[0, 0] + 0.5  # enemy 0 in range and inside agent 0's cone
+    core._refresh()
+    core._observe()
+    before = core.fov.copy()
+    actions = np.ones((1, A), int)
+    actions[0, 0] = core.n_no_attack
+    core.step(actions)
+    assert core.target[0, 0] != A  # the coin (probability 0) gave no order
+    np.testing.assert_array_equal(core.fov, before)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_smacs_heuristic_attacks_whatever_the_mask_and_the_coin(engine):
+    """SMACv2's step sends the heuristic's attack directly (get_agent_action_heuristic), not
+    through get_agent_action: out of range without the mask, and with a zero attack
+    probability, each agent still attacks its closest enemy and walks into range."""
+    core = placed_v2(
+        engine=engine, action_mask=False, stochastic_attack=(0.0, 0.0), heuristic_ai=True
+    )
+    A = core.n_allies
+    core._observe()
+    core.step(np.zeros((1, A), int))
+    assert (core.kind[0, :A] == ATTACK).all()
+    assert (core.target[0, :A] == core.h_target[0] + A).all()
+
+
 # -- 14. SMACv2's observation bug (upstream_obs_bug) ------------------------------------------
 
 

@@ -137,6 +137,9 @@ def test_loss_choices_are_checked():
         PPOSettings(huber_delta=0.0).validate()
     with pytest.raises(ValueError, match="advantage_norm='active_batch'"):
         PPOSettings(advantage_norm="active_batch", model=ModelSettings(seeds=2)).validate()
+    for name in ("policy_active_masks", "value_active_masks"):  # per-seed means, not pooled
+        with pytest.raises(ValueError, match=f"{name}=True .with model.seeds=1 only"):
+            PPOSettings(**{name: True}, model=ModelSettings(seeds=2)).validate()
     with pytest.raises(ValueError, match="model.init='xavier'"):
         PPOSettings(model=ModelSettings(init="xavier")).validate()
     with pytest.raises(ValueError, match="model.seeds=2 with model.input_norm"):

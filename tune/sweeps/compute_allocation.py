@@ -163,8 +163,7 @@ class ComputeAllocationSweep:
         trials = self.seeds * self.samples * sum(f < 1 for f in self.fractions)
         if trials > MAX_TRIALS:
             raise ConfigError(
-                f"seeds x samples x fractions below 1 = {trials} GRPO trials (at most "
-                f"{MAX_TRIALS})"
+                f"seeds x samples x fractions below 1 = {trials} GRPO trials (at most {MAX_TRIALS})"
             )
         trial_config(self.bc_config(0))
         grpo = {**self.common(0), "algo": "grpo", **self.grpo}
