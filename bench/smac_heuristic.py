@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from envs.smac.core import ENEMY_AIS, BattleBatch  # noqa: E402
-from tune.analysis import wilson  # noqa: E402
+from policies.testing import wilson  # noqa: E402
 
 # The maps of SMAC's heuristic column that the review of the enemy compared, and 3m, 8m.
 MAPS = ("3m", "8m", "2s3z", "3s5z", "1c3s5z", "10m_vs_11m", "5m_vs_6m", "MMM2")

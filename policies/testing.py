@@ -102,3 +102,13 @@ class GreedyTests(RLlibCallback):
             self.last = greedy_test(policy_of(modules), self.vec)
             self.last_steps = steps
         result.setdefault("arena", {}).update(self.last)
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, float(centre - half)), min(1.0, float(centre + half))

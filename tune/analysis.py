@@ -29,16 +29,6 @@ RESAMPLES = 1000
 
 
 # --- statistics ------------------------------------------------------------------------------
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, float(centre - half)), min(1.0, float(centre + half))
-
-
 def bootstrap_ci(values, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95):
     """(mean, low, high) of the finite ``values``' mean, by percentile bootstrap; the bounds
     are NaN with fewer than 2 values (one value says nothing of the spread)."""

@@ -162,7 +162,7 @@ def test_team_config_names_what_is_missing():
 
 
 def test_wilson_interval():
-    from tune.analysis import wilson
+    from policies.testing import wilson
 
     low, high = wilson(695, 1000)
     assert low == pytest.approx(0.6658, abs=1e-3) and high == pytest.approx(0.7227, abs=1e-3)

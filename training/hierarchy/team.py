@@ -404,7 +404,7 @@ class Points:
         result = np.nan_to_num(self.result, nan=0.0)
         games = len(result)
         wins, losses = int((result > 0).sum()), int((result < 0).sum())
-        from tune.analysis import wilson
+        from policies.testing import wilson
 
         low, high = wilson(wins, games)
         reasons, counts = np.unique(self.why[result == 0].astype(str), return_counts=True)
