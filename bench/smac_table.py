@@ -178,7 +178,7 @@ def plot(curves: dict, path: Path) -> None:
     n = len(curves)
     cols = min(4, n)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(6.0, 3.4 * cols), 3.0 * rows), squeeze=False)
     for ax, (m, seeds) in zip(axes.flat, curves.items(), strict=False):
         for s, pts in seeds.items():
             ax.plot([p[0] / 1e6 for p in pts], [100 * p[1] for p in pts], lw=1, label=f"seed {s}")
@@ -189,7 +189,7 @@ def plot(curves: dict, path: Path) -> None:
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle("Arena MAPPO (paper=true) on SMAC: greedy test win rate, 32 battles")
+    fig.suptitle("MAPPO paper=true on SMAC: greedy test wins (32 battles)", fontsize=10)
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=100)
