@@ -88,16 +88,17 @@ def subtype(category: str, question: str) -> str:
             else "object"
         )
     if category == "E3":
-        for name, pat in (
-            ("poles", r"pole"),
-            ("traffic lights", r"traffic ?light"),
-            ("benches", r"bench"),
-            ("vehicles", r"\bcars?\b|vehicle|truck|bicycle|motorcycle|bus\b|buses"),
-            ("elements", r"element|landmark|object"),
-        ):
-            if re.search(pat, q):
-                return name
-        return "other"
+        return _first_match(
+            q,
+            (
+                ("poles", r"pole"),
+                ("traffic lights", r"traffic ?light"),
+                ("benches", r"bench"),
+                ("vehicles", r"\bcars?\b|vehicle|truck|bicycle|motorcycle|bus\b|buses"),
+                ("elements", r"element|landmark|object"),
+            ),
+            "other",
+        )
     if category == "E4":
         for name in ("color", "size", "shape", "texture"):
             if name in q or (name == "color" and "colour" in q):
@@ -114,14 +115,15 @@ def subtype(category: str, question: str) -> str:
             "environment" if re.search(r"environment|surrounding|scene|around me", q) else "focus"
         )
     if category == "M3":
-        for name, pat in (
-            ("corner case", _CASE_RE.pattern + r"|danger|hazard|risk"),
-            ("obstacles", r"obstacle"),
-            ("road", r"road|path|crossing|sidewalk|terrain"),
-        ):
-            if re.search(pat, q):
-                return name
-        return "other"
+        return _first_match(
+            q,
+            (
+                ("corner case", _CASE_RE.pattern + r"|danger|hazard|risk"),
+                ("obstacles", r"obstacle"),
+                ("road", r"road|path|crossing|sidewalk|terrain"),
+            ),
+            "other",
+        )
     if category == "H1":
         return "safe" if "safe" in q else "risk" if re.search(r"risk|danger", q) else "other"
     if category == "H2":
@@ -143,15 +145,21 @@ def answer_form(category: str, answer: str) -> str:
         found = re.search(r"\b(dog|walker|drone)\b", a)
         return found.group(1) if found else "none"
     if category == "H1":
-        for level, pat in (
-            ("high", r"high[- ]risk|highly risky|high risk"),
-            ("moderate", r"moderate"),
-            ("low", r"low[- ]risk|low risk|relatively low|safe"),
-        ):
-            if re.search(pat, a):
-                return level
-        return "none"
+        return _first_match(
+            a,
+            (
+                ("high", r"high[- ]risk|highly risky|high risk"),
+                ("moderate", r"moderate"),
+                ("low", r"low[- ]risk|low risk|relatively low|safe"),
+            ),
+            "none",
+        )
     return "text"
+
+
+def _first_match(text: str, table, default: str) -> str:
+    """The name of the first (name, pattern) of ``table`` whose pattern occurs in ``text``."""
+    return next((name for name, pat in table if re.search(pat, text)), default)
 
 
 def _shares(values: list[str]) -> dict[str, float]:
