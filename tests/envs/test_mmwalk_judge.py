@@ -41,7 +41,7 @@ def fake():
 def test_the_judge_sends_mmwalks_messages_and_reads_the_first_digit(fake):
     url, seen = fake
     replies = []
-    judge = scoring.openai_judge(url, "judge-model", timeout=10, on_reply=replies.append)
+    judge = scoring.openai_judge(url, "judge-model", timeout=60, on_reply=replies.append)
     assert judge("What is the weather now?", "Night.", "Sunny.") == 4.0
     ((path, body),) = seen
     assert path == "/v1/chat/completions"
