@@ -305,9 +305,22 @@ def run_demo(args) -> int:
 
 def _register_crossplay(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
-        "crossplay", help="play a self-play run's population members against each other (Elo)"
+        "crossplay",
+        help="play a self-play run's population members (and VolleyBots' populations) against "
+        "each other (win rates, Elo)",
     )
-    c.add_argument("run", help="a run directory of --algo selfplay")
+    c.add_argument(
+        "run",
+        nargs="?",
+        help="a run directory of --algo selfplay (or any volleyball/3v3-v0 run: its module near)",
+    )
+    c.add_argument(
+        "--volleybots",
+        metavar="POPS",
+        help="comma-separated VolleyBots populations to add as players: sp, fsp, psro_uniform, "
+        "psro_nash (volleyball/3v3-v0)",
+    )
+    c.add_argument("--out", metavar="JSON", help="the report (default: RUN/crossplay.json)")
     c.add_argument("--games", type=int, default=100, help="games per pair of members")
     c.add_argument("--num-envs", type=int, default=64)
     c.add_argument("--seed", type=int, default=0)
@@ -321,33 +334,46 @@ def run_crossplay(args) -> int:
 
     if args.games < 2 or args.num_envs < 1:
         raise ConfigError("--games must be >= 2 and --num-envs >= 1")
-    report = crossplay(args.run, args.games, args.num_envs, args.seed)
+    pops = [p.strip() for p in (args.volleybots or "").split(",") if p.strip()]
+    report = crossplay(args.run, args.games, args.num_envs, args.seed, pops, args.out)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    k = report["members"]
+    names = report["players"]
     table = Table(
-        "member",
+        "player",
         "Elo (K 84)",
         "Bradley-Terry",
-        *[f"vs {j}" for j in range(k)],
+        *[f"vs {j}" for j in range(len(names))],
         title=f"{report['env']}: win rate of row against column (draws apart)",
     )
-    for i in range(k):
+    for i, name in enumerate(names):
         cells = ["-" if x is None else f"{x:.0%}" for x in report["win_rate"][i]]
         table.add_row(
-            str(i), f"{report['elo'][i]:.0f}", f"{report['elo_bradley_terry'][i]:.0f}", *cells
+            f"{i}: {name}",
+            f"{report['elo'][i]:.0f}",
+            f"{report['elo_bradley_terry'][i]:.0f}",
+            *cells,
         )
     Console().print(table)
-    last = report["latest_vs_first"]
-    print(
-        f"latest member vs first: {last['wins']} wins, {last['losses']} losses, {last['draws']} draws"
-        f"  ->  {report['path']}"
-    )
+    last = report.get("latest_vs_first")
+    if last:
+        print(
+            f"latest member vs first: {last['wins']} wins, {last['losses']} losses, "
+            f"{last['draws']} draws"
+        )
+    print(f"report: {report['path']}")
     return 0
+
+
+OPPONENT_CHOICES = ("flat", "hierarchy", "hover", "random") + tuple(
+    f"volleybots:{name}" for name in ("sp", "fsp", "psro_uniform", "psro_nash")
+)
+"""``arena hierarchy --opponent`` (``training.hierarchy.team.OPPONENTS``; here without the
+import, which the CLI's start-up would pay for)."""
 
 
 def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
@@ -373,9 +399,17 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--greedy", action="store_true", help="greedy actions (default: sampled)")
     h.add_argument(
         "--opponent",
-        choices=("flat", "hierarchy"),
+        choices=OPPONENT_CHOICES,
         default="flat",
-        help="flat: the self-play run's policy; hierarchy: a second hierarchical team",
+        help="flat: the self-play run's policy; hierarchy: a second hierarchical team; "
+        "volleybots:POP: VolleyBots' released policies (sp is its paper's flat opponent); "
+        "hover, random: sanity opponents",
+    )
+    h.add_argument(
+        "--start-noise",
+        type=float,
+        help="m (and rad) of noise on the drones' start (default: 0, VolleyBots' start on the "
+        "anchors, against volleybots:*, else 0.1)",
     )
     h.add_argument(
         "--start",
@@ -404,11 +438,17 @@ def run_hierarchy(args) -> int:
     if args.high_level:
         from training.hierarchy.high_level import play_high_level
 
-        others = (args.config, args.export, args.render, args.opponent != "flat")
+        others = (
+            args.config,
+            args.export,
+            args.render,
+            args.opponent != "flat",
+            args.start_noise is not None,
+        )
         if any(others) or args.start != "serve":
             raise ConfigError(
                 "--high-level RUN plays the run's own team against its opponent: give no "
-                "CONFIG, --export, --render, --opponent or --start with it"
+                "CONFIG, --export, --render, --opponent, --start-noise or --start with it"
             )
         report = play_high_level(
             args.high_level, args.games, seed=args.seed, explore=not args.greedy
@@ -427,6 +467,7 @@ def run_hierarchy(args) -> int:
         render=args.render,
         opponent=args.opponent,
         start=args.start,
+        start_noise=args.start_noise,
     )
     return _print_report(report, args.out)
 

@@ -166,8 +166,9 @@ def play(
 ) -> dict:
     """``games`` games of module ``near`` (the near team) against ``far`` (the far team).
 
-    Both are :class:`policies.inference.ModulePolicy`; each acts for its whole team, sampling
-    its actions unless ``explore`` is false. Returns wins, losses and draws of ``near`` and
+    Both are :class:`policies.inference.ModulePolicy` or have its ``act_group`` (and may have
+    ``episodes_ended(mask)``, told which worlds' games ended); each acts for its whole team,
+    sampling its actions unless ``explore`` is false. Returns wins, losses and draws of ``near`` and
     the list of results (+1 near won, -1 lost, 0 draw) in the order the games ended.
     """
     import envs
@@ -183,6 +184,9 @@ def play(
             actions[team], _ = policy.act_group(step.obs[team], explore=explore)
         step = core.step(actions)
         ended = step.terminated | step.truncated
+        for policy in policies.values():  # a population team draws a member per game
+            if hasattr(policy, "episodes_ended"):
+                policy.episodes_ended(ended)
         if ended.any():
             results += [int(r) for r in step.info["result"][ended]]
             if len(results) >= games:

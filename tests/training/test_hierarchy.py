@@ -182,3 +182,22 @@ def test_the_shipped_team_plays_points_and_exports(tmp_path):
     again = TeamConfig.from_file(export_team(cfg, tmp_path / "team"))
     assert (tmp_path / "team" / "opponent" / "checkpoints").is_dir()
     assert play_hierarchy(again, 8, seed=0)["wins"] == served["wins"]  # the same weights
+
+
+def test_the_team_plays_volleybots_and_the_sanity_opponents_by_serving_side():
+    """Against VolleyBots' SP policy the points start on the anchors and the report splits
+    them by the serving team; a hovering team never returns a serve."""
+    from training.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
+
+    cfg = TeamConfig.from_file(BUNDLE / "team.yaml")
+    vb = play_hierarchy(cfg, 16, seed=0, opponent="volleybots:sp")
+    assert vb["opponent"] == "volleybots:sp" and vb["start_noise"] == 0.0
+    by = vb["by_server"]
+    assert by["near"]["points"] + by["far"]["points"] == 16 and by["far"]["points"] > 0
+    assert by["far"]["serve_over"] > 0.5  # VolleyBots' serve crosses in Arena's match
+    hover = play_hierarchy(cfg, 16, seed=0, opponent="hover")
+    assert hover["start_noise"] == 0.1
+    assert hover["by_server"]["near"]["returned"] == 0.0  # hovering drones return nothing
+    assert hover["by_server"]["far"]["serve_over"] == 0.0  # nor serve
+    with pytest.raises(ValueError, match="opponent must be one of"):
+        play_hierarchy(cfg, 2, opponent="volleybots:mappo")

@@ -264,12 +264,21 @@ def play_hierarchy(
     render: str | None = None,
     opponent: str = "flat",
     start: str = "serve",
+    start_noise: float | None = None,
 ) -> dict:
-    """``games`` points of the hierarchical team (near) against ``opponent``: ``flat`` (the
-    self-play run's module ``near``, on the far side) or ``hierarchy`` (a second hierarchical
-    team). One point per world, the serving team drawn per world; as in VolleyBots'
-    hierarchical env a point ends only on a fault or at the step limit (a crash or crowding
-    does not end it). With ``render``, world 0 is drawn to that GIF or MP4.
+    """``games`` points of the hierarchical team (near) against ``opponent`` (one of
+    :data:`OPPONENTS`): ``flat`` (the self-play run's module ``near``, on the far side),
+    ``hierarchy`` (a second hierarchical team), ``volleybots:<population>`` (VolleyBots' own
+    released policies, :mod:`policies.volleybots`; ``volleybots:sp`` is the flat opponent of
+    VolleyBots' hierarchical evaluation), or the sanity opponents ``hover`` (every drone holds
+    the hover command) and ``random`` (uniform rotor commands). One point per world, the
+    serving team drawn per world; as in VolleyBots' hierarchical env a point ends only on a
+    fault or at the step limit (a crash or crowding does not end it). With ``render``, world 0
+    is drawn to that GIF or MP4.
+
+    ``start_noise`` (m and rad) perturbs the drones' start; ``None`` is VolleyBots' start on
+    the anchors exactly (0) against its policies, which were trained only from there, and
+    Arena's 0.1 otherwise.
 
     ``start="receive"`` begins every point with a ball from the other half coming down near
     the receiver's point instead of a serve (the far team has it; the near team's machine
@@ -280,10 +289,21 @@ def play_hierarchy(
 
     from envs.volleyball.match import Match3v3
 
+    if opponent not in OPPONENTS:
+        raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}, got {opponent!r}")
+    if start_noise is None:
+        start_noise = 0.0 if opponent.startswith("volleybots:") else 0.1
     torch.manual_seed(seed)
     skills = load_skills(cfg)
     # VolleyBots' hierarchical env plays on through crashes and crowding (it only logs them)
-    core = Match3v3(games, seed, auto_reset=False, random_serve=True, crash_ends=False)
+    core = Match3v3(
+        games,
+        seed,
+        auto_reset=False,
+        random_serve=True,
+        crash_ends=False,
+        start_noise=start_noise,
+    )
     step = core.reset()
     near = HierarchicalTeam(core, 0, skills, cfg.rally, seed)
     if start == "receive":
@@ -291,14 +311,14 @@ def play_hierarchy(
     near.begin(np.arange(games))
     if start == "receive":
         near.machine.state[:] = rules.PASSING
+    far = None
     if opponent == "flat":
         flat = only_module(cfg.opponent, "near")
-        far = None
     elif opponent == "hierarchy":
         far = HierarchicalTeam(core, 1, skills, cfg.rally, seed + 1)
         far.begin(np.arange(games))
     else:
-        raise ValueError(f"opponent must be 'flat' or 'hierarchy', got {opponent!r}")
+        flat = sanity_team(opponent, seed + 1)
     points = Points(core)
     used = np.zeros((len(SKILLS),), int)
     frames = []
@@ -321,9 +341,10 @@ def play_hierarchy(
     report = {
         "games": games,
         "high_level": "rules",
-        "opponent": opponent if far is not None else str(cfg.opponent),
+        "opponent": str(cfg.opponent) if opponent == "flat" else opponent,
         "rally": cfg.rally,
         "start": start,
+        "start_noise": start_noise,
         "explore": explore,
         **points.report(),
         "skill_share": dict(
@@ -336,6 +357,41 @@ def play_hierarchy(
         frames.append(frame(core, 0))
         report["animation"] = write_animation(frames, render, 25)
     return report
+
+
+OPPONENTS = ("flat", "hierarchy", "hover", "random") + tuple(
+    f"volleybots:{name}" for name in ("sp", "fsp", "psro_uniform", "psro_nash")
+)
+
+
+class HoverTeam:
+    """A sanity opponent: every drone holds the hover rotor command (it never plays the ball)."""
+
+    def act_group(self, obs: np.ndarray, mask=None, explore=True, state=None):
+        from envs.volleyball.core import HOVER_COMMAND
+
+        return np.full((*obs.shape[:2], 4), HOVER_COMMAND, np.float32), None
+
+
+class RandomTeam:
+    """A sanity opponent: uniform rotor commands in [-1, 1] (its drones fall)."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+
+    def act_group(self, obs: np.ndarray, mask=None, explore=True, state=None):
+        return self.rng.uniform(-1.0, 1.0, (*obs.shape[:2], 4)).astype(np.float32), None
+
+
+def sanity_team(opponent: str, seed: int):
+    """The far team of ``opponent`` (``hover``, ``random`` or ``volleybots:<population>``)."""
+    if opponent == "hover":
+        return HoverTeam()
+    if opponent == "random":
+        return RandomTeam(seed)
+    from policies.volleybots import VolleyBotsTeam
+
+    return VolleyBotsTeam(opponent.removeprefix("volleybots:"), side=1, seed=seed)
 
 
 def _incoming_ball(core, rng: np.random.Generator):
@@ -374,6 +430,9 @@ class Points:
         self.why = np.full(core.num_envs, "", object)
         self.steps = np.zeros(core.num_envs, int)
         self.hits = np.zeros(core.num_envs, int)
+        self.server = core.serving.copy()  # 0: the near team serves
+        self.crossings = np.zeros(core.num_envs, int)  # times the ball changed half
+        self._half = core.worlds.ball_pos[:, 0] > 0
 
     @property
     def live(self) -> np.ndarray:
@@ -384,6 +443,9 @@ class Points:
 
         live = self.live
         self.steps[live] += 1
+        half = self.core.worlds.ball_pos[:, 0] > 0
+        self.crossings += live & (half != self._half)
+        self._half = half
         ended = (step.terminated | step.truncated) & live
         if not ended.any():
             return
@@ -420,4 +482,27 @@ class Points:
             "mean_point_steps": float(self.steps.mean()),
             "mean_hits": float(self.hits.mean()),
             "most_hits": int(self.hits.max()),
+            "by_server": {
+                side: self._served_by(k, result) for k, side in enumerate(("near", "far"))
+            },
+        }
+
+    def _served_by(self, team: int, result: np.ndarray) -> dict:
+        """The points ``team`` served: the near team's wins and the serve's fate."""
+        from policies.testing import wilson
+
+        mine = self.server == team
+        n, wins = int(mine.sum()), int((result[mine] > 0).sum())
+        low, high = wilson(wins, n) if n else (0.0, 1.0)
+        return {
+            "points": n,
+            "near_wins": wins,
+            "near_losses": int((result[mine] < 0).sum()),
+            "win_rate": wins / n if n else None,
+            "win_rate_ci95": [round(low, 4), round(high, 4)],
+            # the ball starts on the server's side: one crossing is the serve over the net,
+            # a second is a return
+            "serve_over": float((self.crossings[mine] >= 1).mean()) if n else None,
+            "returned": float((self.crossings[mine] >= 2).mean()) if n else None,
+            "mean_crossings": float(self.crossings[mine].mean()) if n else None,
         }
