@@ -1,16 +1,17 @@
-"""Render the longest rally between two members of a self-play run's population, or between
-two hierarchical 3v3 teams.
+"""Render the longest rally between two members of a self-play run's population, or a point
+of the hierarchical 3v3 team against an opponent.
 
     .venv/bin/python bench/volleyball_rally.py RUN --near 4 --far 4 --episodes 100 \\
         --out docs/img/volleyball_1v1.gif
-    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --opponent hierarchy \\
-        --episodes 250 --out docs/img/volleyball_3v3_rally.gif
+    .venv/bin/python bench/volleyball_rally.py --hierarchy [TEAM_YAML] --opponent volleybots:sp \\
+        --episodes 1000 --out docs/img/volleyball_3v3_rally.gif
 
-Plays ``--episodes`` seeded points between population members ``--near`` and ``--far``
-(sampled actions, either team serving), keeps the seed of the point with the most hits (then
-the longest), then
-replays that seed with MuJoCo's renderer into a GIF (every second 0.02 s step, so 25 frames/s
-in real time). Prints one JSON line: the seed, hits, result and length of the rendered point.
+Population members: plays ``--episodes`` seeded points between members ``--near`` and
+``--far`` (sampled actions, either team serving), keeps the seed of the point with the most
+hits (then the longest) and replays it. The hierarchical team: one batch of ``--episodes``
+points (one per world, VolleyBots' protocol), the world whose point crossed the net most (a
+ball each way at best), then had the most touches, drawn from a second run of the same batch.
+Frames are every second 0.02 s step (25 frames/s in real time). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -53,23 +54,21 @@ def point(env_id, members, seed, render=False):
 
 
 def hierarchy_rally(team: str | None, episodes: int, opponent: str, start: str, out: str) -> dict:
-    """The point with the most touches (then the longest) of ``episodes`` seeded one-world
-    points of the hierarchical team, replayed from its seed into ``out``."""
+    """Of ``episodes`` points of the hierarchical team (one batch, one point per world, seed
+    0), the one with the most net crossings (up to 2: a ball each way), then the most
+    touches, drawn from a second run of the same batch into ``out``."""
     from training.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
 
     cfg = TeamConfig.from_file(team or BUNDLE / "team.yaml")
-
-    def score(seed):
-        r = play_hierarchy(cfg, 1, seed=seed, opponent=opponent, start=start)
-        return r["most_hits"], r["mean_point_steps"]
-
-    best = max(range(episodes), key=score)
-    r = play_hierarchy(cfg, 1, seed=best, opponent=opponent, start=start, render=out)
+    kw = {"seed": 0, "opponent": opponent, "start": start}
+    points = play_hierarchy(cfg, episodes, per_point=True, **kw)["points"]
+    keys = list(zip(np.minimum(points["crossings"], 2), points["hits"], strict=True))
+    best = max(range(episodes), key=lambda k: keys[k])
+    r = play_hierarchy(cfg, episodes, render=out, render_world=best, per_point=True, **kw)
     return {
-        "seed": best,
-        "hits": r["most_hits"],
-        "wins": r["wins"],
-        "steps": r["mean_point_steps"],
+        "world": best,
+        "games": episodes,
+        **{name: r["points"][name][best] for name in ("server", "result", "hits", "crossings")},
         "out": out,
     }
 
@@ -78,7 +77,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", nargs="?", help="a self-play run (or, with --hierarchy, a team YAML)")
     p.add_argument("--hierarchy", action="store_true", help="hierarchical 3v3 teams")
-    p.add_argument("--opponent", default="hierarchy", choices=("hierarchy", "flat"))
+    p.add_argument(
+        "--opponent",
+        default="hierarchy",
+        choices=("hierarchy", "flat", "volleybots:sp", "volleybots:fsp", "volleybots:psro_nash"),
+    )
     p.add_argument("--start", default="serve", choices=("serve", "receive"))
     p.add_argument("--near", type=int, default=-1, help="member index (-1: the latest)")
     p.add_argument("--far", type=int, default=-1)

@@ -265,6 +265,8 @@ def play_hierarchy(
     opponent: str = "flat",
     start: str = "serve",
     start_noise: float | None = None,
+    render_world: int = 0,
+    per_point: bool = False,
 ) -> dict:
     """``games`` points of the hierarchical team (near) against ``opponent`` (one of
     :data:`OPPONENTS`): ``flat`` (the self-play run's module ``near``, on the far side),
@@ -273,8 +275,10 @@ def play_hierarchy(
     VolleyBots' hierarchical evaluation), or the sanity opponents ``hover`` (every drone holds
     the hover command) and ``random`` (uniform rotor commands). One point per world, the
     serving team drawn per world; as in VolleyBots' hierarchical env a point ends only on a
-    fault or at the step limit (a crash or crowding does not end it). With ``render``, world 0
-    is drawn to that GIF or MP4.
+    fault or at the step limit (a crash or crowding does not end it). With ``render``, world
+    ``render_world`` is drawn to that GIF or MP4 (the worlds' points are the same with or
+    without it, so a point found in one run can be drawn in the next). ``per_point`` adds
+    each world's server, result, touches and net crossings to the report.
 
     ``start_noise`` (m and rad) perturbs the drones' start; ``None`` is VolleyBots' start on
     the anchors exactly (0) against its policies, which were trained only from there, and
@@ -283,6 +287,8 @@ def play_hierarchy(
     ``start="receive"`` begins every point with a ball from the other half coming down near
     the receiver's point instead of a serve (the far team has it; the near team's machine
     starts with the pass), so the pass-set-attack chain is measured in the match."""
+    if not 0 <= render_world < games:
+        raise ValueError(f"render_world must be in 0..{games - 1}, got {render_world}")
     if start not in ("serve", "receive"):
         raise ValueError(f"start must be 'serve' or 'receive', got {start!r}")
     import torch
@@ -325,8 +331,9 @@ def play_hierarchy(
     if render:
         from envs.volleyball.render import frame
     while points.live.any() and core.t.max() < core.max_steps:
-        if render and points.live[0] and core.t[0] % 2 == 0:  # world 0's point, 25 fps
-            frames.append(frame(core, 0))
+        k = render_world
+        if render and points.live[k] and core.t[k] % 2 == 0:  # the world's point, 25 fps
+            frames.append(frame(core, k))
         actions = {"near": near.act(explore)}
         if far is None:
             actions["far"], _ = flat.act_group(step.obs["far"], explore=explore)
@@ -351,10 +358,12 @@ def play_hierarchy(
             zip(SKILLS, np.round(used / max(used.sum(), 1), 4).tolist(), strict=True)
         ),
     }
+    if per_point:
+        report["points"] = points.table()
     if render and frames:
         from training.evaluation import write_animation
 
-        frames.append(frame(core, 0))
+        frames.append(frame(core, render_world))
         report["animation"] = write_animation(frames, render, 25)
     return report
 
@@ -485,6 +494,16 @@ class Points:
             "by_server": {
                 side: self._served_by(k, result) for k, side in enumerate(("near", "far"))
             },
+        }
+
+    def table(self) -> dict:
+        """Each world's point: the serving team (0 near), result (near's view), touches and
+        net crossings."""
+        return {
+            "server": self.server.tolist(),
+            "result": np.nan_to_num(self.result, nan=0.0).astype(int).tolist(),
+            "hits": self.hits.tolist(),
+            "crossings": self.crossings.tolist(),
         }
 
     def _served_by(self, team: int, result: np.ndarray) -> dict:
