@@ -201,3 +201,20 @@ def test_the_team_plays_volleybots_and_the_sanity_opponents_by_serving_side():
     assert hover["by_server"]["far"]["serve_over"] == 0.0  # nor serve
     with pytest.raises(ValueError, match="opponent must be one of"):
         play_hierarchy(cfg, 2, opponent="volleybots:mappo")
+
+
+def test_any_world_of_a_batch_renders_and_its_points_do_not_change(tmp_path):
+    """The rally bench finds a point in one batch and draws it from a second run of the same
+    batch: the per-point table is the same with or without rendering."""
+    from training.hierarchy.team import BUNDLE, TeamConfig, play_hierarchy
+
+    cfg = TeamConfig.from_file(BUNDLE / "team.yaml")
+    plain = play_hierarchy(cfg, 4, seed=3, opponent="volleybots:sp", per_point=True)
+    gif = tmp_path / "point.gif"
+    drawn = play_hierarchy(
+        cfg, 4, seed=3, opponent="volleybots:sp", per_point=True, render=str(gif), render_world=2
+    )
+    assert drawn["points"] == plain["points"] and len(plain["points"]["crossings"]) == 4
+    assert gif.read_bytes()[:3] == b"GIF"
+    with pytest.raises(ValueError, match="render_world must be in 0..3"):
+        play_hierarchy(cfg, 4, render_world=4)
