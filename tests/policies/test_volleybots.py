@@ -209,3 +209,13 @@ def test_crossplay_takes_volleybots_populations_beside_a_run(tmp_path):
     assert bad.returncode == 2 and "unknown VolleyBots population" in bad.stderr
     alone = arena("crossplay", "--volleybots", "sp", check=False)
     assert alone.returncode == 2 and "cross-play needs 2 players" in alone.stderr
+
+
+def test_every_population_is_an_opponent_of_the_hierarchy_and_its_cli():
+    from policies.volleybots.convert import POPULATIONS as CONVERTED
+    from training.commands import OPPONENT_CHOICES
+    from training.hierarchy.team import OPPONENTS
+
+    assert tuple(CONVERTED) == POPULATIONS == tuple(manifest()["populations"])
+    assert OPPONENT_CHOICES == OPPONENTS
+    assert {f"volleybots:{name}" for name in POPULATIONS} <= set(OPPONENTS)
