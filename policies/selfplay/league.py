@@ -168,8 +168,9 @@ def play(
 
     Both are :class:`policies.inference.ModulePolicy` or have its ``act_group`` (and may have
     ``episodes_ended(mask)``, told which worlds' games ended); each acts for its whole team,
-    sampling its actions unless ``explore`` is false. Returns wins, losses and draws of ``near`` and
-    the list of results (+1 near won, -1 lost, 0 draw) in the order the games ended.
+    sampling its actions unless ``explore`` is false. Returns wins, losses and draws of
+    ``near`` and the list of results (+1 near won, -1 lost, 0 draw) in the order the games
+    ended.
     """
     import envs
 

@@ -324,7 +324,7 @@ def play_hierarchy(
         far = HierarchicalTeam(core, 1, skills, cfg.rally, seed + 1)
         far.begin(np.arange(games))
     else:
-        flat = sanity_team(opponent, seed + 1)
+        flat = opponent_team(opponent, seed + 1)
     points = Points(core)
     used = np.zeros((len(SKILLS),), int)
     frames = []
@@ -392,8 +392,8 @@ class RandomTeam:
         return self.rng.uniform(-1.0, 1.0, (*obs.shape[:2], 4)).astype(np.float32), None
 
 
-def sanity_team(opponent: str, seed: int):
-    """The far team of ``opponent`` (``hover``, ``random`` or ``volleybots:<population>``)."""
+def opponent_team(opponent: str, seed: int):
+    """The far team of ``opponent``: ``hover``, ``random`` or ``volleybots:<population>``."""
     if opponent == "hover":
         return HoverTeam()
     if opponent == "random":
