@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("mujoco")
-
+import envs.volleyball  # noqa: F401 - sets MUJOCO_GL before anything imports mujoco
 from policies.volleybots import POPULATIONS, WEIGHTS, VolleyBotsTeam, load_members, manifest
 
 
