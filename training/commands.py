@@ -406,6 +406,12 @@ def _register_hierarchy(sub: argparse._SubParsersAction) -> None:
         "hover, random: sanity opponents",
     )
     h.add_argument(
+        "--team-start",
+        choices=("anchors", "roles"),
+        help="where the team starts: roles, VolleyBots' hierarchical start (setter and attacker "
+        "at their waiting points; the default against volleybots:*), or the match's anchors",
+    )
+    h.add_argument(
         "--start-noise",
         type=float,
         help="m (and rad) of noise on the drones' start (default: 0, VolleyBots' start on the "
@@ -444,11 +450,13 @@ def run_hierarchy(args) -> int:
             args.render,
             args.opponent != "flat",
             args.start_noise is not None,
+            args.team_start is not None,
         )
         if any(others) or args.start != "serve":
             raise ConfigError(
                 "--high-level RUN plays the run's own team against its opponent: give no "
-                "CONFIG, --export, --render, --opponent, --start-noise or --start with it"
+                "CONFIG, --export, --render, --opponent, --start-noise, --team-start or "
+                "--start with it"
             )
         report = play_high_level(
             args.high_level, args.games, seed=args.seed, explore=not args.greedy
@@ -468,6 +476,7 @@ def run_hierarchy(args) -> int:
         opponent=args.opponent,
         start=args.start,
         start_noise=args.start_noise,
+        team_start=args.team_start,
     )
     return _print_report(report, args.out)
 

@@ -192,11 +192,12 @@ def test_the_team_plays_volleybots_and_the_sanity_opponents_by_serving_side():
     cfg = TeamConfig.from_file(BUNDLE / "team.yaml")
     vb = play_hierarchy(cfg, 16, seed=0, opponent="volleybots:sp")
     assert vb["opponent"] == "volleybots:sp" and vb["start_noise"] == 0.0
+    assert vb["team_start"] == "roles"  # VolleyBots' hierarchical env's start
     by = vb["by_server"]
     assert by["near"]["points"] + by["far"]["points"] == 16 and by["far"]["points"] > 0
     assert by["far"]["serve_over"] > 0.5  # VolleyBots' serve crosses in Arena's match
     hover = play_hierarchy(cfg, 16, seed=0, opponent="hover")
-    assert hover["start_noise"] == 0.1
+    assert hover["start_noise"] == 0.1 and hover["team_start"] == "anchors"
     assert hover["by_server"]["near"]["returned"] == 0.0  # hovering drones return nothing
     assert hover["by_server"]["far"]["serve_over"] == 0.0  # nor serve
     with pytest.raises(ValueError, match="opponent must be one of"):
@@ -218,3 +219,27 @@ def test_any_world_of_a_batch_renders_and_its_points_do_not_change(tmp_path):
     assert gif.read_bytes()[:3] == b"GIF"
     with pytest.raises(ValueError, match="render_world must be in 0..3"):
         play_hierarchy(cfg, 4, render_world=4)
+
+
+def test_the_roles_start_is_volleybots_hierarchical_start():
+    """``team_start="roles"``: the near team where ``Volleyball3v3_hier.yaml`` puts it (serving:
+    setter, attacker, server on its anchor; defending: the receiver at its waiting point),
+    level and at rest; the far team and the ball do not move."""
+    from envs.volleyball.match import Match3v3
+    from training.hierarchy.team import _start_at_roles
+
+    core = Match3v3(16, 0, auto_reset=False, random_serve=True, start_noise=0.0)
+    core.reset()
+    far, ball = core.worlds.pos[:, 3:].copy(), core.worlds.ball_pos.copy()
+    step = _start_at_roles(core)
+    serving = core.serving == 0
+    assert serving.any() and (~serving).any()
+    np.testing.assert_allclose(
+        core.worlds.pos[serving, :3],
+        np.tile([[2, -2, 1.8], [2, 1.5, 2.5], [6, 0, 2]], (serving.sum(), 1, 1)),
+    )
+    np.testing.assert_allclose(core.worlds.pos[~serving, 2], [[4.5, 0, 1.5]] * (~serving).sum())
+    np.testing.assert_allclose(core.worlds.pos[:, 3:], far)
+    np.testing.assert_allclose(core.worlds.ball_pos, ball)
+    assert np.abs(core.worlds.vel).max() == 0 and np.allclose(core.worlds.quat[:, :3, 0], 1)
+    np.testing.assert_allclose(step.obs["near"][..., :3], core.worlds.pos[:, :3])  # observed

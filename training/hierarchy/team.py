@@ -265,6 +265,7 @@ def play_hierarchy(
     opponent: str = "flat",
     start: str = "serve",
     start_noise: float | None = None,
+    team_start: str | None = None,
     render_world: int = 0,
     per_point: bool = False,
 ) -> dict:
@@ -282,7 +283,11 @@ def play_hierarchy(
 
     ``start_noise`` (m and rad) perturbs the drones' start; ``None`` is VolleyBots' start on
     the anchors exactly (0) against its policies, which were trained only from there, and
-    Arena's 0.1 otherwise.
+    Arena's 0.1 otherwise. ``team_start="roles"`` starts the team where VolleyBots'
+    hierarchical env starts it (``cfg/task/Volleyball3v3_hier.yaml`` ``serve_near_side_pos``
+    and ``defend_near_side_pos``: setter and attacker at their waiting points, the server on
+    its anchor or the receiver at its waiting point), ``"anchors"`` on the match's anchors;
+    ``None`` is ``roles`` against VolleyBots' policies (its protocol) and ``anchors`` otherwise.
 
     ``start="receive"`` begins every point with a ball from the other half coming down near
     the receiver's point instead of a serve (the far team has it; the near team's machine
@@ -297,8 +302,13 @@ def play_hierarchy(
 
     if opponent not in OPPONENTS:
         raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}, got {opponent!r}")
+    against_volleybots = opponent.startswith("volleybots:")
     if start_noise is None:
-        start_noise = 0.0 if opponent.startswith("volleybots:") else 0.1
+        start_noise = 0.0 if against_volleybots else 0.1
+    if team_start is None:
+        team_start = "roles" if against_volleybots else "anchors"
+    if team_start not in ("anchors", "roles"):
+        raise ValueError(f"team_start must be 'anchors' or 'roles', got {team_start!r}")
     torch.manual_seed(seed)
     skills = load_skills(cfg)
     # VolleyBots' hierarchical env plays on through crashes and crowding (it only logs them)
@@ -314,6 +324,8 @@ def play_hierarchy(
     near = HierarchicalTeam(core, 0, skills, cfg.rally, seed)
     if start == "receive":
         step = _incoming_ball(core, np.random.default_rng(seed))
+    if team_start == "roles":
+        step = _start_at_roles(core)
     near.begin(np.arange(games))
     if start == "receive":
         near.machine.state[:] = rules.PASSING
@@ -352,6 +364,7 @@ def play_hierarchy(
         "rally": cfg.rally,
         "start": start,
         "start_noise": start_noise,
+        "team_start": team_start,
         "explore": explore,
         **points.report(),
         "skill_share": dict(
@@ -401,6 +414,26 @@ def opponent_team(opponent: str, seed: int):
     from policies.volleybots import VolleyBotsTeam
 
     return VolleyBotsTeam(opponent.removeprefix("volleybots:"), side=1, seed=seed)
+
+
+SERVE_ROLES = np.array([[2.0, -2.0, 1.8], [2.0, 1.5, 2.5], [6.0, 0.0, 2.0]])
+DEFEND_ROLES = np.array([[2.0, -2.0, 1.8], [2.0, 1.5, 2.5], [4.5, 0.0, 1.5]])
+"""Where VolleyBots' hierarchical env starts the near team (``Volleyball3v3_hier.yaml``)."""
+
+
+def _start_at_roles(core):
+    """Moves the near team of every world to VolleyBots' hierarchical start (its serving
+    positions if it serves, else its defending ones), level and hovering; the far team and
+    the ball stay where they are."""
+    w = core.worlds
+    envs = np.arange(core.num_envs)
+    pos, quat = w.pos.copy(), w.quat.copy()
+    near = core.team == 0
+    pos[:, near] = np.where((core.serving == 0)[:, None, None], SERVE_ROLES, DEFEND_ROLES)
+    quat[:, near] = [1.0, 0.0, 0.0, 0.0]
+    ball_pos, ball_vel = w.ball_pos.copy(), w.ball_vel.copy()
+    w.reset(envs, pos, quat, ball_pos, ball_vel)
+    return core.observe()
 
 
 def _incoming_ball(core, rng: np.random.Generator):
