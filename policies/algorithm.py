@@ -195,6 +195,9 @@ class AlgorithmInfo:
             real_episodes) -> dict``: how ``arena eval`` scores a run of this algorithm where
             playing its modules in the env is not the measure (a language model's held-out
             pages).
+        status: optional ``status(row) -> (text, warning)``: a few words for the progress bar
+            from an iteration's ``metrics.csv`` row, and a line to print when the iteration
+            did something the user must know (GRPO: every group flat, so no update), or None.
         example_env: a small env it trains (the docs' example; tests build it there).
     """
 
@@ -211,6 +214,7 @@ class AlgorithmInfo:
     default_iterations: int | None = None
     warm_start: Callable[[Any, Any], str | None] | None = field(default=None, repr=False)
     evaluate: Callable[..., dict] | None = field(default=None, repr=False)
+    status: Callable[[dict], tuple[str, str | None]] | None = field(default=None, repr=False)
     example_env: str = "mpe/simple_spread-v3"
 
     def prepared(self, env_id: str, settings: Any) -> Any:

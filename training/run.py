@@ -406,6 +406,9 @@ class ProgressBar(Callback):
 
     def on_open(self, run: Run) -> None:
         self.test_win = ""
+        from policies import algorithm as algorithms
+
+        self.status = algorithms.get(run.cfg.algo).status
         self.bar = _progress(self.console or run.console)
         self.bar.start()
         self.task = self.bar.add_task(
@@ -430,6 +433,12 @@ class ProgressBar(Callback):
             self.test_win = f"test win {test:.0%}"
         win = "" if math.isnan(row["win_rate"]) else f"win {row['win_rate']:.0%}"
         win = self.test_win or win
+        if self.status is not None:
+            text, warning = self.status(row)
+            win = win or text
+            if warning:
+                line = f"iter {run.iteration}: {warning}"
+                self.bar.console.print(line, style="yellow", markup=False)
         self.bar.update(
             self.task,
             completed=run.progress,

@@ -3,8 +3,8 @@ study of Vattikonda et al., NeurIPS 2025 uses it): ``group_size`` attempts at th
 and page seed; advantage = reward - group mean (optionally / group std); every action turn
 of an episode gets its episode's advantage (``discount`` < 1 shrinks earlier turns');
 PPO-style ratio clipping with ``eps_low``/``eps_high``; k3 KL to the initial student off by
-default (``beta``); groups whose rewards all agree dropped and counted; answers cut at
-``model.max_new_tokens`` masked; log-probabilities at the sampling temperature.
+default (``beta``); groups whose rewards all agree dropped, counted and played again
+(``resample_flat``); answers cut at ``model.max_new_tokens`` masked; log-probabilities at the sampling temperature.
 
 ``arena train websim/click-test-2-v0 --algo grpo --init RUN`` starts from a BC run.
 """
@@ -31,7 +31,7 @@ from policies.lm.algorithm import (
 from policies.lm.evaluation import evaluate_text_agent
 from policies.lm.module import MODULE_ID
 from policies.lm.student import forward_flops
-from policies.lm.turns import grpo_turns
+from policies.lm.turns import grpo_turns, mixed_groups
 
 
 @dataclass
@@ -75,6 +75,11 @@ class GRPOSettings(LMSettings):
     """Passes over each iteration's turns (DeepSeekMath's mu, TRL's num_iterations, verl's
     ppo_epochs); above 1 the ratio to the sampler's log-probs moves and clipping acts."""
 
+    resample_flat: int = 2
+    """Extra sampling rounds when groups come back flat (DAPO's dynamic sampling, Yu et al.
+    2025): new groups are played for the missing mixed ones, up to this many times; 0 plays
+    each iteration's groups once. Every round's episodes are paid and counted."""
+
     curriculum: bool = False
     """Pick each group's task with weight p(1 - p) + 0.05, p the task's recent success in this
     EnvRunner's groups: more groups where outcomes are mixed (the others are flat)."""
@@ -96,6 +101,8 @@ class GRPOSettings(LMSettings):
             bad.append(f"eps_low={self.eps_low}, eps_high={self.eps_high}")
         if not (self.beta >= 0 and math.isfinite(self.beta)):
             bad.append(f"beta={self.beta}")
+        if not 0 <= self.resample_flat <= 100:
+            bad.append(f"resample_flat={self.resample_flat} (an integer in [0, 100])")
         if not 0 < self.discount <= 1:
             bad.append(f"discount={self.discount} (in (0, 1])")
         return bad
@@ -144,27 +151,59 @@ class GRPOAlgorithm(LMAlgorithm):
             self.counters["flops_init"] = flops
 
     def turns(self, s: dict) -> tuple[list[dict], int, dict]:
-        group = self.env_runner_group
-        G, groups, T = s["group_size"], s["groups_per_iteration"], s["temperature"]
+        episodes, rounds = [], 0
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            if group.num_remote_env_runners() == 0:
-                parts = [group.local_env_runner.sample_groups(groups, G, T)]
-            else:
-                k = group.num_remote_env_runners()
-                per = -(-groups // k)
-                parts = group.foreach_env_runner(
-                    lambda r: r.sample_groups(per, G, T), local_env_runner=False
-                )
-        episodes = []
-        for i, part in enumerate(parts):  # group ids unique across runners
-            episodes += [{**e, "group": (i, e["group"])} for e in part]
+            # DAPO's dynamic sampling: flat groups carry no signal, so new groups are played
+            # for the missing mixed ones, up to resample_flat extra rounds (all of it paid).
+            while rounds <= s["resample_flat"]:
+                missing = s["groups_per_iteration"] - mixed_groups(episodes)
+                if missing <= 0:
+                    break
+                played = self._play_groups(missing, s["group_size"], s["temperature"])
+                episodes += [{**e, "group": (rounds, *e["group"])} for e in played]
+                rounds += 1
         if not episodes:
             return [], 0, {}
         turns, stats = grpo_turns(episodes, s)
+        stats["sampling_rounds"] = rounds
         self.counters["flops_sampling"] += forward_flops(
             self.params, sum(e["tokens"] for e in episodes)
         )
         return turns, sum(e["length"] for e in episodes), stats
+
+    def _play_groups(self, groups: int, G: int, T: float) -> list[dict]:
+        """``groups`` groups of ``G`` episodes, split over the EnvRunners; group ids
+        ``(runner, g)``, unique across runners."""
+        group = self.env_runner_group
+        if group.num_remote_env_runners() == 0:
+            parts = [group.local_env_runner.sample_groups(groups, G, T)]
+        else:
+            per = -(-groups // group.num_remote_env_runners())
+            parts = group.foreach_env_runner(
+                lambda r: r.sample_groups(per, G, T), local_env_runner=False
+            )
+        return [{**e, "group": (i, e["group"])} for i, part in enumerate(parts) for e in part]
+
+
+def status(row: dict) -> tuple[str, str | None]:
+    """The groups an iteration learnt from, and what to change when it learnt from none."""
+    sampled, mixed = row.get("groups_sampled", math.nan), row.get("groups_mixed", math.nan)
+    if not (math.isfinite(sampled) and math.isfinite(mixed)):
+        return "", None
+    text = f"mixed groups {int(mixed)}/{int(sampled)}"
+    if mixed > 0:
+        return text, None
+    solved, failed = int(row["groups_flat_solved"]), int(row["groups_flat_failed"])
+    if failed == 0:
+        hint = "every attempt succeeds: raise temperature, or train on harder tasks"
+    elif solved == 0:
+        hint = "every attempt fails: start from a stronger BC run (--init), or raise temperature"
+    else:
+        hint = "raise temperature, or curriculum=true to pick the tasks whose groups are mixed"
+    return text, (
+        f"every group was flat ({solved} all succeeded, {failed} all failed), "
+        f"so no update was made; {hint}"
+    )
 
 
 def declare(env_id: str, settings: GRPOSettings, opts):
@@ -187,5 +226,6 @@ ALGORITHM = AlgorithmInfo(
     losses=LM_LOSSES,
     default_iterations=20,
     evaluate=evaluate_text_agent,
+    status=status,
     example_env="websim/click-test-2-v0",
 )

@@ -52,6 +52,11 @@ LM_METRICS = (
     "flops_sampling",
     "flops_train",
     "zero_std_share",
+    "groups_sampled",
+    "groups_mixed",
+    "groups_flat_solved",
+    "groups_flat_failed",
+    "sampling_rounds",
     "answer_tokens",
 )
 """What the LM algorithms add to ``metrics.csv`` (``result["arena"]``)."""

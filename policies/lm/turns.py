@@ -111,14 +111,28 @@ def grpo_turns(episodes: list[dict], s: dict) -> tuple[list[dict], dict]:
                 continue
             turns.append({**t, "advantage": float(ta)})
     answers = [len(t["answer"]) for e in episodes for t in e["turns"]]
+    flat_groups = [j for j in range(len(keys)) if flat[gid == j][0]]
+    solved = sum(bool(episodes[int(np.flatnonzero(gid == j)[0])]["success"]) for j in flat_groups)
     stats = {
         "success_rate": float(np.mean([e["success"] for e in episodes])),
         "episode_return_mean": float(rewards.mean()),
         "episode_len_mean": float(np.mean([e["length"] for e in episodes])),
-        "zero_std_share": float(np.mean([flat[gid == j][0] for j in range(len(keys))])),
+        "zero_std_share": len(flat_groups) / len(keys),
+        "groups_sampled": len(keys),
+        "groups_mixed": len(keys) - len(flat_groups),
+        "groups_flat_solved": solved,
+        "groups_flat_failed": len(flat_groups) - solved,
         "answer_tokens": float(np.mean(answers)),
     }
     return turns, stats
+
+
+def mixed_groups(episodes: list[dict]) -> int:
+    """How many groups (``group`` ids) have rewards that differ: the ones GRPO learns from."""
+    rewards: dict = {}
+    for e in episodes:
+        rewards.setdefault(e["group"], set()).add(e["reward"])
+    return sum(len(r) > 1 for r in rewards.values())
 
 
 def scripted_traces(tasks: list[str], episodes: int, error_rate: float) -> Path:

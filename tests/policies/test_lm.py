@@ -36,6 +36,34 @@ def test_group_advantages_subtract_the_group_mean_and_flag_flat_groups():
     np.testing.assert_allclose(adv[6:], np.array([-0.5, 0.5]) / (std2 + 1e-4))
 
 
+def test_grpo_counts_mixed_and_flat_groups_and_says_why_nothing_was_learnt():
+    from policies.grpo import status
+    from policies.lm.turns import grpo_turns, mixed_groups
+
+    def episode(group, reward):
+        turn = {"prompt": [1], "answer": [2], "truncated": False}
+        return {"group": group, "reward": reward, "success": reward > 0, "length": 1,
+                "turns": [turn]}  # fmt: skip
+
+    outcomes = [("a", 1.0), ("a", 0.0), ("b", 1.0), ("b", 1.0), ("c", -1.0), ("c", -1.0)]
+    episodes = [episode(g, r) for g, r in [*outcomes, ("d", 0.99), ("d", 1.0)]]
+    assert mixed_groups(episodes) == 2  # a, and d (a parse error costs 1%)
+    s = {"std_normalise": False, "filter_zero_std": True, "discount": 1.0, "mask_truncated": True}
+    turns, stats = grpo_turns(episodes, s)
+    assert len(turns) == 4 and stats["zero_std_share"] == 0.5
+    assert (stats["groups_sampled"], stats["groups_mixed"]) == (4, 2)
+    assert (stats["groups_flat_solved"], stats["groups_flat_failed"]) == (1, 1)
+    assert status({**stats, "groups_mixed": 2}) == ("mixed groups 2/4", None)
+    nan = float("nan")
+    assert status({"groups_sampled": nan, "groups_mixed": nan}) == ("", None)  # BC's rows
+    for solved, failed, hint in [(3, 0, "every attempt succeeds"), (0, 3, "every attempt fails"),
+                                 (1, 2, "curriculum=true")]:  # fmt: skip
+        row = {"groups_sampled": 3, "groups_mixed": 0, "groups_flat_solved": solved,
+               "groups_flat_failed": failed}  # fmt: skip
+        text, warning = status(row)
+        assert text == "mixed groups 0/3" and "no update" in warning and hint in warning
+
+
 def test_every_turn_gets_the_episode_advantage_discounted_from_the_end():
     assert turn_advantages(1.0, 3, 1.0) == [1.0, 1.0, 1.0]
     assert turn_advantages(-2.0, 3, 0.5) == [-0.5, -1.0, -2.0]
@@ -299,6 +327,24 @@ def test_evaluation_runs_on_a_remote_env_runner(bc_run, tmp_path, algo):
     cfg.env_runners, cfg.iterations = 1, 1
     rows = _rows(train(cfg, out=str(tmp_path), name=f"{algo}-remote"))
     assert rows[0]["eval_success"] != "nan" and 0.0 <= float(rows[0]["eval_success"]) <= 1.0
+
+
+def test_grpo_plays_flat_groups_again(bc_run, tmp_path):
+    """A mastered task played greedily: every group is flat (all succeed), so GRPO plays new
+    groups for the missing mixed ones resample_flat more times, pays for all of them and
+    makes no update."""
+    from training.run import train
+
+    cfg = _cfg("grpo", init=str(bc_run), temperature=0.0, group_size=2, groups_per_iteration=2,
+               resample_flat=2, eval_every=0)  # fmt: skip
+    cfg.iterations = 1
+    row = _rows(train(cfg, out=str(tmp_path), name="flat"))[0]
+    assert float(row["sampling_rounds"]) == 3 and float(row["groups_sampled"]) == 6
+    assert float(row["groups_mixed"]) == 0 and float(row["groups_flat_solved"]) == 6
+    assert float(row["zero_std_share"]) == 1 and float(row["flops_train"]) == 0
+    assert int(row["env_steps"]) == 12  # 6 groups x 2 one-step episodes, all counted
+    with pytest.raises(Exception, match="resample_flat=-1"):
+        _cfg("grpo", resample_flat=-1).validate()
 
 
 def test_the_curriculum_favours_tasks_with_mixed_outcomes():
