@@ -311,6 +311,7 @@ class LMAlgorithm(Algorithm):
             self.counters["flops_train"] += train_flops(self.params, tokens)
         else:  # every group was flat: no update, so no learner results (not last time's)
             self.metrics.delete(LEARNER_RESULTS, key_error=False)
+            self.metrics.delete(TIMERS, LEARNER_UPDATE_TIMER, key_error=False)
         every = s["eval_every"]
         if every and (self.iteration + 1) % every == 0:
             stats["eval_success"] = self._evaluate(s)

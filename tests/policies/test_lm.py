@@ -343,6 +343,7 @@ def test_grpo_plays_flat_groups_again(bc_run, tmp_path):
     assert float(row["groups_mixed"]) == 0 and float(row["groups_flat_solved"]) == 6
     assert float(row["zero_std_share"]) == 1 and float(row["flops_train"]) == 0
     assert int(row["env_steps"]) == 12  # 6 groups x 2 one-step episodes, all counted
+    assert row["learn_s"] == "nan"  # no update, and no stale timer from an earlier one
     with pytest.raises(Exception, match="resample_flat=-1"):
         _cfg("grpo", resample_flat=-1).validate()
 
