@@ -264,7 +264,8 @@ class ComputeAllocationSweep:
             f"{self.bc_steps} steps ({bc}): the teacher's bill for the traces drawn, plus "
             "training at 6 FLOPs per student parameter per token.",
             f"- **Teacher**: {teacher}.",
-            f"- **Seeds**: {self.seeds} BC runs; every GRPO configuration runs from each seed's "
+            f"- **Seeds**: {self.seeds} BC run{'s' * (self.seeds != 1)}; every GRPO "
+            "configuration runs from each seed's "
             f"branch. **Fractions** of B on BC before GRPO: {fractions}.",
             f"- **GRPO**: {self.samples} configuration(s) per fraction drawn (seed {self.seed}) "
             f"over {', '.join(self.space)}; fixed: {grpo}; a trial ends at B or after "
