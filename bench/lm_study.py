@@ -83,10 +83,8 @@ def main() -> None:
     from training.run import Run, default_callbacks
 
     runtime.connect(num_cpus=2, dashboard=False)
+    # the teacher at bc's default teacher_ratio (70/8 of the student, policies.lm.teacher)
     model = {"model.kind": args.student}
-    if args.student == "tiny":
-        # the study's teacher/student size ratio (70B / 8B) for a student without a real size
-        model["teacher_params"] = 70 / 8 * 147_968
 
     def config(algo: str, seed: int, **settings) -> TrainConfig:
         cfg = TrainConfig(env=f"websim/{tasks[0]}-v0", algo=algo, seed=seed)

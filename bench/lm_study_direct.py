@@ -8,7 +8,8 @@ on the scripted teacher's traces of every task up to the branch point; from ther
 ``--grpo-minutes``, (b) more behaviour cloning on traces not yet used, which the teacher has
 to be paid for (``bc``), and (c) more behaviour cloning on the traces used before the branch
 only, at no further teacher cost (``bc-reuse``); (b) and (c) run until their FLOPs reach
-GRPO's. The teacher is paid for traces as they are first used
+GRPO's. The teacher's bill is the ``bc`` algorithm's (``policies.lm.teacher``: its own tokens
+at ``--teacher-ratio`` times the student's size), paid for traces as they are first used
 (``policies.lm.turns.teacher_share``), as in the ``bc`` algorithm. Every arm is scored
 greedily on held-out page seeds of every task (twin) along the way, so the result is a
 success-against-FLOPs curve per arm. Writes ``OUT/<name>-seed<N>.json`` after every stage.
@@ -108,6 +109,7 @@ def run_seed(a) -> None:
     from policies.lm.evaluation import EVAL_SEED0, success_rates
     from policies.lm.play import TRAIN_SEEDS, EnvPool, episode_record, play
     from policies.lm.student import Student, StudentSettings, forward_flops, train_flops
+    from policies.lm.teacher import teacher_bill, teacher_params
     from policies.lm.turns import (
         grpo_turns,
         read_traces,
@@ -147,16 +149,13 @@ def run_seed(a) -> None:
          "answer": student.answer(r["action"])}
         for r in steps
     ]  # fmt: skip
-    teacher_tokens = sum(
-        len(student.prompt(r["observation"], r["history"])) + len(student.answer(r["action"]))
-        for r in every
-    )
     turn_tokens = float(np.mean([len(t["prompt"]) + len(t["answer"]) for t in bc_turns]))
-    # bc's default teacher (70B) for SmolLM2; for the tiny student the study's 70B/8B ratio
-    teacher_params = a.teacher_params or (
-        70e9 if a.student == "smollm2" else 70 / 8 * student.params
-    )
-    teacher_bill = forward_flops(teacher_params, teacher_tokens)  # every trace, if all used
+    # the bc algorithm's bill (policies.lm.teacher): every trace, paid as BC first uses it
+    size = teacher_params(student.params, a.teacher_ratio, a.teacher_params)
+    bill = teacher_bill(every, student, size)
+    doc["teacher_bill"] = {**bill.as_dict(), "student_params": student.params}
+    print(json.dumps({"seed": a.seed, "teacher_bill": doc["teacher_bill"]}), flush=True)
+    teacher_flops = bill.flops
     flops = {"teacher": 0.0, "sampling": 0.0, "train": 0.0}
     common = {"loss_agg": "token-mean", "max_new_tokens": settings.max_new_tokens}
     bc = Trainer(student, a.bc_lr, 1.0, {"mode": "bc", "temperature": 1.0, **common}, flops)
@@ -168,13 +167,13 @@ def run_seed(a) -> None:
         nonlocal drawn
         picked = [bc_turns[i] for i in stream_indices(len(bc_turns), a.seed, drawn, n)]
         drawn += n
-        bc.flops["teacher"] = teacher_bill * teacher_share(drawn, len(bc_turns))
+        bc.flops["teacher"] = teacher_flops * teacher_share(drawn, len(bc_turns))
         return bc.step(picked, a.micro)
 
     def step_cost(n: int) -> float:
         """About what ``bc_step(n)`` costs: training, and the teacher for unused traces."""
         more = teacher_share(drawn + n, len(bc_turns)) - teacher_share(drawn, len(bc_turns))
-        return reuse_cost(n) + teacher_bill * more
+        return reuse_cost(n) + teacher_flops * more
 
     def reuse_cost(n: int) -> float:
         """About what a BC step of ``n`` turns costs in training alone."""
@@ -367,7 +366,11 @@ def main() -> None:
     p.add_argument("--trace-episodes", type=int, default=100, help="teacher episodes per task")
     p.add_argument("--teacher-error-rate", type=float, default=0.1)
     p.add_argument(
-        "--teacher-params", type=float, default=0.0, help="0: 70e9 (tiny: 70/8 x its size)"
+        "--teacher-ratio", type=float, default=None,
+        help="teacher's parameters per student parameter (default 70/8, as the bc algorithm)",
+    )  # fmt: skip
+    p.add_argument(
+        "--teacher-params", type=float, default=None, help="the teacher's size outright instead"
     )
     p.add_argument("--bc-iterations", type=int, default=40, help="BC steps to the branch point")
     p.add_argument("--bc-lr", type=float, default=3e-3)
@@ -387,6 +390,8 @@ def main() -> None:
     p.add_argument("--real", type=int, default=0, help="real-page seeds per task at the end")
     p.add_argument("--out", default="runs/lm_study_direct")
     a = p.parse_args()
+    if a.teacher_ratio is not None and a.teacher_params is not None:
+        p.error("give --teacher-ratio or --teacher-params, not both")
     if a.summarise:
         summarise([Path(f) for f in a.summarise])
     else:

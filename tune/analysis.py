@@ -516,10 +516,23 @@ def allocation_points(runs: pd.DataFrame, rows: pd.DataFrame, budgets: dict, sha
     return out
 
 
-def allocation_table(points: dict) -> tuple[str, dict]:
-    """The table (per fraction: its best configuration by the mean of its best 2 trials, its
-    success, all configurations' success, differences to pure BC and pure GRPO) and the
-    verdict; returns (Markdown, {fraction: best configuration's seed -> success})."""
+def budget_label(share: float) -> str:
+    return "B" if share == 1 else f"{share:.2f} B"
+
+
+def expected_arms(fractions, share: float) -> list[float]:
+    """The teacher fractions a sweep's arms have at budget ``share * B``: pure BC, and each
+    GRPO fraction f below the share as f / share (those at or past it are still BC there)."""
+    return sorted({1.0, *(round(f / share, 3) for f in fractions if f < share)})
+
+
+def allocation_table(points: dict, share: float = 1.0, expected=()) -> tuple[str, dict]:
+    """The table (per fraction: how many of its trials reached the budget, its best
+    configuration by the mean of its best 2 trials, that one's success, all configurations'
+    success, differences to pure BC and pure GRPO) and the verdict; every fraction of
+    ``points`` or ``expected`` has a row, those none of whose trials reached the budget too.
+    Returns (Markdown, {fraction: best configuration's seed -> success})."""
+    label = budget_label(share)
     best = {}
     for f, configs in points.items():
         scores = {c: best_k_mean(list(v.values())) for c, v in configs.items()}
@@ -528,21 +541,35 @@ def allocation_table(points: dict) -> tuple[str, dict]:
             best[f] = (max(scores, key=scores.get), configs[max(scores, key=scores.get)])
     arms = {f: seeds for f, (_, seeds) in best.items()}
     pure_bc, pure_grpo = arms.get(1.0), arms.get(0.0)
-    table = []
-    for f in sorted(arms):
-        every = [v for seeds in points[f].values() for v in seeds.values()]
+    table, fewest = [], math.inf
+    for f in sorted(set(points) | set(expected)):
+        every = [v for seeds in points.get(f, {}).values() for v in seeds.values()]
         got = sum(math.isfinite(v) for v in every)  # the others have no value at this budget
-        table.append({
+        row = {
             "teacher fraction": f"{f:.3f}",
             "arm": "pure BC" if f == 1 else ("pure GRPO" if f == 0 else "BC then GRPO"),
-            "best config": best[f][0], "seeds": len(arms[f]),
-            "reached budget": f"{got}/{len(every)}",
-            "success (95% CI)": ci_text(*bootstrap_ci(list(arms[f].values()))),
-            "all configs": ci_text(*bootstrap_ci(every)),
-            "minus pure BC": ci_text(*bootstrap_diff(arms[f], pure_bc)) if pure_bc and f < 1 else "",
-            "minus pure GRPO": ci_text(*bootstrap_diff(arms[f], pure_grpo)) if pure_grpo and f > 0 else "",
-        })  # fmt: skip
-    lines = [md_table(pd.DataFrame(table)), ""] if table else ["No trial reached this budget."]
+            "status": f"{got}/{len(every)} reached {label}" if every else "no trials",
+            "best config": "", "seeds": 0, "success (95% CI)": "n/a", "all configs": "n/a",
+            "minus pure BC": "", "minus pure GRPO": "",
+        }  # fmt: skip
+        if f in arms:
+            n = sum(math.isfinite(v) for v in arms[f].values())
+            fewest = min(fewest, n)
+            row.update({
+                "best config": best[f][0], "seeds": n,
+                "success (95% CI)": ci_text(*bootstrap_ci(list(arms[f].values()))),
+                "all configs": ci_text(*bootstrap_ci(every)),
+                "minus pure BC": ci_text(*bootstrap_diff(arms[f], pure_bc)) if pure_bc and f < 1 else "",
+                "minus pure GRPO": ci_text(*bootstrap_diff(arms[f], pure_grpo)) if pure_grpo and f > 0 else "",
+            })  # fmt: skip
+        table.append(row)
+    lines = [md_table(pd.DataFrame(table)), ""] if table else [f"No trial at {label}."]
+    if not arms and table:
+        lines.append(f"No trial reached {label}.")
+    if math.isfinite(fewest):
+        caveat = seeds_caveat(int(fewest)).strip()
+        if caveat:
+            lines.append(f"Fewest seeds behind an interval here: {int(fewest)}. {caveat}\n")
     mixed = {f: a for f, a in arms.items() if 0 < f < 1}
     if mixed:
         fbest = max(mixed, key=lambda f: np.nanmean(list(mixed[f].values())))
@@ -557,47 +584,66 @@ def allocation_table(points: dict) -> tuple[str, dict]:
     return "\n".join(lines), arms
 
 
-def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[Section]:
+def allocation_sections(
+    trials, rows, params: list[str], figures: Path, fractions: list[float] | None = None
+) -> list[Section]:
     """The compute-allocation study: success per teacher fraction at the budget and at
-    smaller ones, the verdict (mixed against pure BC and pure GRPO), the curves, the BC runs'
-    model selection, and the GRPO knobs' importance per warm-start level."""
+    smaller ones (a row for every arm of the sweep's ``fractions``, reached or not), the
+    verdict (mixed against pure BC and pure GRPO), the curves, the BC runs' model selection,
+    and the GRPO knobs' importance per warm-start level."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    budgets = {}
+    budgets, teacher, unfinished = {}, {}, []
     for _, t in trials[trials["stage"] == "bc"].iterrows():
-        curve = rows[rows["trial"] == t["trial"]]
+        curve = rows[rows["trial"] == t["trial"]] if len(rows) else rows
         if t["status"] == "finished" and len(curve):
-            budgets[int(t["seed"])] = float(curve["flops_total"].max())
+            last = curve.loc[curve["flops_total"].idxmax()]
+            budgets[int(t["seed"])] = float(last["flops_total"])
+            teacher[int(t["seed"])] = float(last.get("flops_teacher", math.nan))
+        else:
+            unfinished.append(f"seed {t['seed']} ({t['status']}, {t['iterations']} iterations)")
     if not budgets:
         return [status_section(trials), Section("Compute allocation", "No BC run finished.")]
+    fractions = sorted(set(fractions or []) | set(trials.get("fraction", pd.Series()).dropna()))
     runs = trials.copy()
     runs["score"] = [
         value_at(rows[rows["trial"] == t["trial"]], budgets.get(int(t["seed"]), math.nan))
         for _, t in runs.iterrows()
     ]
     grpo = runs[runs["stage"] == "grpo"]
-    budget_text = ", ".join(f"seed {s}: {b:.3g}" for s, b in sorted(budgets.items()))
+    budget_text = ", ".join(
+        f"seed {s}: {b:.3g}" + (f" (teacher {teacher[s] / b:.0%})" if teacher[s] >= 0 else "")
+        for s, b in sorted(budgets.items())
+    )
     text = [
         f"Budget B (the pure-BC run's FLOPs, teacher included) per seed: {budget_text}.",
+    ]
+    if unfinished:
+        text.append(f"Left out, their BC run unfinished (no budget): {', '.join(unfinished)}.")
+    text += [
         "",
         "Success: greedy held-out success at the last evaluation within the budget (no arm is "
         "credited with compute past it); a trial that stopped short of the budget (at "
-        "grpo_max_iterations), or whose first GRPO iteration already overshot it, has none, "
-        "and 'reached budget' counts the trials that have one. At a budget below B, a GRPO trial branched at "
-        "fraction f of B has fraction f / share of it. "
-        "Each fraction's best configuration has the best mean of its best 2 trials; the "
+        "grpo_max_iterations), or whose first GRPO iteration already overshot it, has none. "
+        "Every arm has a row: 'status' counts its trials that reached the budget ('no "
+        "trials': none ran, or every one branched at or past it). At a budget below B, a "
+        "GRPO trial branched at fraction f of B has fraction f / share of it; one branched "
+        "at or past that budget is still BC there (the pure-BC row). "
+        "Each fraction's best configuration has the best mean of its best 2 trials; 'seeds' "
+        "counts those with a value, the seeds its interval is over; the "
         "difference columns compare it with the other arm seed by seed (paired bootstrap). "
         "Picking the best configuration and the best fraction on the trials they are scored on "
         "flatters them; the 'all configs' column does not.",
     ]
-    fractions = {}
+    best_at = {}
     for share in SHARES[::-1]:
-        table, arms = allocation_table(allocation_points(runs, rows, budgets, share))
-        fractions[share] = {f: np.nanmean(list(a.values())) for f, a in arms.items()}
-        text += ["", f"### At {'B' if share == 1 else f'{share:.2f} B'}", "", table]
+        points = allocation_points(runs, rows, budgets, share)
+        table, arms = allocation_table(points, share, expected_arms(fractions, share))
+        best_at[share] = {f: np.nanmean(list(a.values())) for f, a in arms.items()}
+        text += ["", f"### At {budget_label(share)}", "", table]
 
     # success against FLOPs, per warm-start level (its best configuration at B)
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -632,7 +678,7 @@ def allocation_sections(trials, rows, params: list[str], figures: Path) -> list[
     fig1 = save_figure(fig, figures, "allocation_curves")
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for share, best in fractions.items():
+    for share, best in best_at.items():
         xs = sorted(f for f in best if math.isfinite(best[f]))
         if xs:
             ax.plot(xs, [best[x] for x in xs], marker="o", label=f"budget {share:.2f} B")

@@ -31,7 +31,7 @@ def write_report(sweep_dir: Path, out: Path | None = None) -> Path:
     out = Path(out) if out else Path(sweep_dir) / "report" / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = out.parent / "figures"
-    sections = [what_ran(saved, trials, rows), *sweep.report(trials, rows, figures)]
+    sections = [what_ran(saved, trials, rows, sweep), *sweep.report(trials, rows, figures)]
     head = (f"# {saved['name']} sweep: {Path(sweep_dir).resolve().name}\n\n"
             f"{len(trials)} trials; report written {time.strftime('%Y-%m-%d %H:%M')}.\n")  # fmt: skip
     md = [head] + [_markdown(s, out.parent) for s in sections]
@@ -70,8 +70,44 @@ def write_sweep_marl_eval(trials, path: Path) -> Path | None:
     return write_marl_eval(runs, path) if runs else None
 
 
-def what_ran(saved: dict, trials, rows) -> Section:
-    """The sweep's settings as ``sweep.yaml`` keeps them, and how far its trials came."""
+def trained(trials) -> str:
+    """What each stage trained, read from its trials' ``run/config.yaml``: algorithm, env,
+    more tasks and student where the runs have them, seeds, trials (Markdown table)."""
+    import pandas as pd
+
+    from training.config import ConfigError, read_config_file
+    from tune.analysis import md_table
+
+    found: dict = {}
+    for t in trials.itertuples():
+        try:
+            cfg = read_config_file(Path(t.run_dir) / "config.yaml")
+        except (ConfigError, OSError):
+            continue  # a trial that never wrote its config
+        settings = cfg.get(cfg.get("algo"), {}) or {}
+        model = settings.get("model") if isinstance(settings.get("model"), dict) else {}
+        key = (t.stage, cfg.get("algo"), cfg.get("env"), ", ".join(settings.get("tasks") or []),
+               model.get("kind", ""))  # fmt: skip
+        entry = found.setdefault(key, {"seeds": set(), "trials": 0})
+        entry["seeds"].add(cfg.get("seed"))
+        entry["trials"] += 1
+    if not found:
+        return ""
+    table = pd.DataFrame(
+        [
+            {"stage": k[0], "algorithm": k[1], "env": k[2], "more tasks": k[3], "student": k[4],
+             "seeds": ", ".join(str(s) for s in sorted(v["seeds"], key=str)), "trials": v["trials"]}
+            for k, v in found.items()
+        ]
+    )  # fmt: skip
+    table = table.loc[:, (table != "").any()]  # no empty tasks or student columns (MARL runs)
+    return "Trained (each trial's `run/config.yaml`):\n\n" + md_table(table) + "\n"
+
+
+def what_ran(saved: dict, trials, rows, sweep=None) -> Section:
+    """What was trained (the sweep's own account where it gives one, each stage's algorithm,
+    env, student and seeds), the settings as ``sweep.yaml`` keeps them, and how far its
+    trials came."""
     import json
 
     import pandas as pd
@@ -84,7 +120,14 @@ def what_ran(saved: dict, trials, rows) -> Section:
     settings = pd.DataFrame(
         [(k, value(v)) for k, v in saved["values"].items()], columns=["setting", "value"]
     )
-    text = f"`arena sweep {saved['name']}` with:\n\n{md_table(settings)}\n"
+    text = ""
+    describe = getattr(sweep, "describe", None)
+    if describe is not None:
+        text += describe(trials) + "\n\n"
+    ran = trained(trials)
+    if ran:
+        text += ran + "\n"
+    text += f"`arena sweep {saved['name']}` with:\n\n{md_table(settings)}\n"
     if "env_steps" in rows:
         steps = rows.groupby("trial")["env_steps"].max()
         low, high = int(steps.min()), int(steps.max())

@@ -238,6 +238,17 @@ def first_action(text: str) -> str:
     return text.strip()
 
 
+def chat_messages(observation: str, history: list[str]) -> list[dict]:
+    """The chat a language-model teacher is sent for one step: the system prompt, the
+    episode's earlier actions (all of them), the page. BC's bill counts this prompt where a
+    trace has no recorded usage (``policies.lm.teacher``)."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    if history:
+        messages.append({"role": "user", "content": "Previous actions:\n" + "\n".join(history)})
+    messages.append({"role": "user", "content": observation})
+    return messages
+
+
 class TeacherError(EnvError):
     """The teacher's server cannot be reached or answers with an error (one line, exit 2)."""
 
@@ -260,10 +271,7 @@ class OpenAITeacher:
         self.name = f"openai:{model}"
 
     def act(self, observation: str, history: list[str]) -> Step:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-        if history:
-            messages.append({"role": "user", "content": "Previous actions:\n" + "\n".join(history)})
-        messages.append({"role": "user", "content": observation})
+        messages = chat_messages(observation, history)
         body = json.dumps(
             {"model": self.model, "messages": messages, "temperature": self.temperature}
         ).encode()

@@ -10,6 +10,7 @@ per task into a cache folder first (resumable, reused by later runs).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from policies.lm.algorithm import (
     training_tasks,
 )
 from policies.lm.evaluation import evaluate_text_agent
-from policies.lm.student import forward_flops
+from policies.lm.teacher import TeacherBill, teacher_bill, teacher_params
 from policies.lm.turns import read_traces, scripted_traces, stream_indices, teacher_share
 
 
@@ -42,8 +43,11 @@ class BCSettings(LMSettings):
     """Episodes per task the scripted teacher writes when ``traces`` is empty."""
     teacher_error_rate: float = 0.1
     """Chance of a random click in those traces (failed traces, as the study's teacher had)."""
-    teacher_params: float = 70e9
-    """Parameters the teacher is charged at per token (the study's Llama 3.3 70B)."""
+    teacher_ratio: float | None = None
+    """The teacher's parameters as a multiple of the student's; unset: 70/8 = 8.75, the
+    study's Llama-3.3-70B teacher over its Llama-3.1-8B student (``policies.lm.teacher``)."""
+    teacher_params: float | None = None
+    """The teacher's parameters outright, instead of ``teacher_ratio`` (set one of them)."""
     successes_only: bool = True
     """Clone only successful episodes (all traces are still charged)."""
     batch_size: int = 16
@@ -55,8 +59,16 @@ class BCSettings(LMSettings):
             bad.append(f"trace_episodes={self.trace_episodes}, batch_size={self.batch_size}")
         if not 0 <= self.teacher_error_rate <= 1:
             bad.append(f"teacher_error_rate={self.teacher_error_rate} (in [0, 1])")
-        if not (self.teacher_params >= 0 and math.isfinite(self.teacher_params)):
-            bad.append(f"teacher_params={self.teacher_params}")
+        ratio, params = self.teacher_ratio, self.teacher_params
+        if ratio is not None and params is not None:
+            bad.append(
+                f"teacher_ratio={ratio:g} and teacher_params={params:g} (set one: the ratio to "
+                "the student's parameters, or the teacher's parameters outright)"
+            )
+        if ratio is not None and not (ratio > 0 and math.isfinite(ratio)):
+            bad.append(f"teacher_ratio={ratio} (a finite multiple > 0)")
+        if params is not None and not (params >= 0 and math.isfinite(params)):
+            bad.append(f"teacher_params={params} (a finite size >= 0)")
         return bad
 
 
@@ -80,16 +92,11 @@ class BCAlgorithm(LMAlgorithm):
             for r in steps
         ]  # fmt: skip
         # The teacher read every prompt and wrote every answer of every trace, failed ones
-        # included: charged at its size, as BC uses the traces (``turns``).
+        # included: billed for its own tokens at its size, paid as BC uses the traces (``turns``).
         all_steps, _ = read_traces(Path(s["traces"]), successes_only=False)
-        self.teacher_flops = forward_flops(
-            s["teacher_params"],
-            sum(
-                len(student.prompt(r["observation"], r["history"]))
-                + len(student.answer(r["action"]))
-                for r in all_steps
-            ),
-        )
+        size = teacher_params(student.params, s["teacher_ratio"], s["teacher_params"])
+        self.teacher_bill = teacher_bill(all_steps, student, size)
+        self.teacher_flops = self.teacher_bill.flops
         self.trace_steps = total
 
     def turns(self, s: dict) -> tuple[list[dict], int, dict]:
@@ -101,6 +108,35 @@ class BCAlgorithm(LMAlgorithm):
             self._drawn, len(self.trace_turns)
         )
         return picked, n, {"answer_tokens": float(np.mean([len(t["answer"]) for t in picked]))}
+
+
+def declare_bill(algo, settings: BCSettings) -> str:
+    """Writes the teacher's bill and what it rests on to ``RUN/teacher_bill.json`` (``arena
+    report`` reads it) and returns the line a new run prints."""
+    bill: TeacherBill = algo.teacher_bill
+    ratio = settings.teacher_ratio
+    # the ratio in effect: the one set, the default, or what teacher_params comes to
+    doc = {
+        **bill.as_dict(),
+        "student_params": int(algo.params),
+        "teacher_ratio": bill.teacher_params / algo.params if ratio is None else ratio,
+        "teacher_ratio_set": ratio is not None,
+        "teacher_params_set": settings.teacher_params is not None,
+    }
+    run_dir = getattr(algo, "arena_run_dir", None)
+    if run_dir is not None:
+        from training.checkpoints import write_atomic
+
+        write_atomic(Path(run_dir) / "teacher_bill.json", json.dumps(doc, indent=1))
+    how = (
+        f"teacher_params={bill.teacher_params:.4g}"
+        if settings.teacher_params is not None
+        else f"{doc['teacher_ratio']:g} x the student's {algo.params:,} parameters"
+    )
+    return (
+        f"teacher: {bill.flops:.3g} FLOPs for {bill.tokens:,} tokens over every trace step "
+        f"({how}); tokens from {bill.source}"
+    )
 
 
 def declare(env_id: str, settings: BCSettings, opts):
@@ -126,6 +162,7 @@ ALGORITHM = AlgorithmInfo(
     metrics=LM_METRICS,
     losses=LM_LOSSES,
     default_iterations=100,
+    warm_start=declare_bill,
     evaluate=evaluate_text_agent,
     example_env="websim/click-test-2-v0",
 )

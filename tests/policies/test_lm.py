@@ -218,17 +218,25 @@ def test_behaviour_cloning_learns_click_test_2_on_the_twin(bc_run):
 def test_bc_charges_the_teacher_and_the_student(bc_run):
     import json
 
+    from envs.web.teachers import chat_messages
     from policies.lm.student import Student
+    from policies.lm.teacher import STAND_IN
 
     rows = _rows(bc_run)
     student = Student.build(TINY)
     trace_file = next((bc_run.parents[3] / "cache" / "traces").glob("*/traces.jsonl"))
     steps = [json.loads(line) for line in trace_file.read_text().splitlines()]
+    # the scripted teacher reads no tokens: billed for the chat a language-model teacher
+    # would be sent (every earlier action, the whole page) and its answer, in bytes
     history, tokens = {}, 0
     for s in steps:
         h = history.setdefault((s["env"], s["seed"]), [])
-        tokens += len(student.prompt(s["observation"], h)) + len(student.answer(s["action"]))
+        tokens += len(student.tok.chat(chat_messages(s["observation"], h)))
+        tokens += len(student.answer(s["action"]))
         h.append(s["action"])
+    bill = json.loads((bc_run / "teacher_bill.json").read_text())
+    assert bill["tokens"] == tokens and bill["source"] == STAND_IN
+    assert bill["teacher_params"] == 1e9 and bill["teacher_params_set"]
     wins = {(s["env"], s["seed"]) for s in steps if s["done"] and s["success"]}
     cloned = sum((s["env"], s["seed"]) in wins for s in steps)
     assert 32 < cloned < 60 * 32  # the run draws them all, then passes over them again

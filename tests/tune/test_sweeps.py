@@ -40,6 +40,12 @@ def test_every_sweep_builds_with_its_defaults():
         ("compute_allocation", {"fractions": [1.0]}, "one at least below 1"),
         ("compute_allocation", {"space": {"lr": [1e-3, -1.0]}}, "lr=-1"),
         ("compute_allocation", {"space": {"temperature": [-1.0]}}, "temperature=-1"),
+        ("compute_allocation", {"teacher_ratio": 0}, "teacher_ratio=0.0 (a finite multiple"),
+        (
+            "compute_allocation",
+            {"bc": {"teacher_params": 7e10}},
+            "bc sets teacher_params; the sweep prices the teacher with its own teacher_ratio",
+        ),
     ],
 )
 def test_bad_settings_are_refused_with_what_is_allowed(name, values, message):
@@ -105,11 +111,8 @@ def test_compute_allocation_branches_grpo_off_bc_at_each_fraction(tmp_path):
     lines = (tmp_path / "traces" / "traces.jsonl").read_text().splitlines()
     episodes = {(r["env"], r["seed"]) for r in map(json.loads, lines)}
     assert len(episodes) == 3 * sweep.trace_episodes() and 3 * sweep.trace_episodes() >= 3 * 32
-    # the teacher at 70/8 of the tiny student's parameters
-    from policies.lm.student import Student, StudentSettings
-
-    params = Student.build(StudentSettings(kind="tiny")).params
-    assert run["teacher_params"] == pytest.approx(70 / 8 * params)
+    # the teacher priced by the sweep's one ratio (BC multiplies the student's parameters)
+    assert run["teacher_ratio"] == 70 / 8 and "teacher_params" not in run
     # a BC run whose FLOPs grow by 10 a step: budget 400 at step 40 (it branches before it)
     trials = pd.DataFrame(
         [{"stage": "bc", "trial": "t0", "status": "finished", "seed": 0, "run_dir": "/r/run"}]

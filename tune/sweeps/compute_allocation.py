@@ -15,7 +15,8 @@ the knobs the study varied, and each runs from every seed's branch, so a configu
 scored like the study's: the mean of its best 2 trials.
 
 The teacher is charged at ``teacher_ratio`` times the student's parameters (70/8: the study's
-Llama 3.3 70B teaching Llama 3.1 8B), so that BC's and GRPO's FLOPs compare as they did there.
+Llama 3.3 70B teaching Llama 3.1 8B), so that BC's and GRPO's FLOPs compare as they did there,
+for its own tokens (``policies.lm.teacher``: the BC runs' bill, the only one).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policies.lm.teacher import TEACHER_RATIO
 from tune.sweeps import MAX_TRIALS, Stage
 
 FRACTIONS = [0.0, 1 / 6, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0]
@@ -61,8 +63,9 @@ class ComputeAllocationSweep:
     """BC runs; every GRPO configuration runs from each one's branch point."""
     samples: int = 2
     """GRPO configurations drawn per fraction (``--samples``)."""
-    teacher_ratio: float = 70 / 8
-    """The teacher is charged at this many times the student's parameters."""
+    teacher_ratio: float = TEACHER_RATIO
+    """The teacher is charged at this many times the student's parameters (BC's
+    ``teacher_ratio``; 70/8, the study's 70B teacher over its 8B student)."""
     grpo_max_iterations: int = 60
     """A GRPO trial also ends after this many iterations (one from the untrained student may
     not reach the budget: its FLOPs are then reported as they are)."""
@@ -115,13 +118,6 @@ class ComputeAllocationSweep:
         return out
 
     def bc_config(self, seed: int, traces: str = "") -> dict[str, Any]:
-        from policies.lm.student import Student, StudentSettings
-        from training.config import set_field
-
-        student = StudentSettings()
-        for key, value in self.model.items():
-            set_field(student, key, value)
-        params = Student.build(student).params
         return {
             **self.common(seed),
             "algo": "bc",
@@ -129,7 +125,7 @@ class ComputeAllocationSweep:
             "checkpoint_every": 1,
             "keep_checkpoints": self.bc_steps,
             "trace_episodes": self.trace_episodes(),
-            "teacher_params": self.teacher_ratio * params,
+            "teacher_ratio": self.teacher_ratio,
             **self.bc,
             **({"traces": traces} if traces else {}),
         }
@@ -158,8 +154,14 @@ class ComputeAllocationSweep:
             )
         if any(not isinstance(v, list) or not v for v in self.space.values()):
             raise ConfigError(f"space must map knobs to non-empty lists, got {self.space}")
-        if not self.teacher_ratio > 0:
-            raise ConfigError(f"teacher_ratio={self.teacher_ratio} (> 0)")
+        if not (self.teacher_ratio > 0 and math.isfinite(self.teacher_ratio)):
+            raise ConfigError(f"teacher_ratio={self.teacher_ratio} (a finite multiple > 0)")
+        priced = sorted({"teacher_ratio", "teacher_params"} & set(self.bc))
+        if priced:  # one price for the whole sweep, declared once
+            raise ConfigError(
+                f"bc sets {', '.join(priced)}; the sweep prices the teacher with its own "
+                "teacher_ratio (--set teacher_ratio=R)"
+            )
         trials = self.seeds * self.samples * sum(f < 1 for f in self.fractions)
         if trials > MAX_TRIALS:
             raise ConfigError(
@@ -213,7 +215,66 @@ class ComputeAllocationSweep:
                     out.append({"run": run, "study": study, "stop": {"flops_total": budget}})
         return out
 
+    def describe(self, trials) -> str:
+        """What the sweep trained and how B and the teacher are priced, for the report's
+        "What ran" (the student's size and the teacher's tokens from the BC runs'
+        ``teacher_bill.json``)."""
+        import json
+
+        task = self.env.split("/", 1)[1].rsplit("-v", 1)[0]
+        bills = []
+        for t in trials[trials["stage"] == "bc"].itertuples() if len(trials) else []:
+            try:
+                bills.append(json.loads((Path(t.run_dir) / "teacher_bill.json").read_text()))
+            except (OSError, ValueError):
+                pass
+        model = ", ".join(f"{k}={v}" for k, v in self.model.items()) or "kind=smollm2"
+        if bills:
+            params = sorted({b["student_params"] for b in bills})
+            student = f"`model` {model} ({', '.join(f'{p:,}' for p in params)} parameters)"
+            ratios = ", ".join(f"{r:g}" for r in sorted({b["teacher_ratio"] for b in bills}))
+            sizes = ", ".join(f"{p:.4g}" for p in sorted({b["teacher_params"] for b in bills}))
+            teacher = (
+                f"{ratios} x the student's parameters ({sizes}),"
+                f" 2 FLOPs per teacher parameter per teacher token, every trace step (failed "
+                f"episodes too) paid for as BC first draws it; tokens from: "
+                f"{'; '.join(sorted({b['source'] for b in bills}))} "
+                f"({len(bills)} of the BC runs' `teacher_bill.json`)"
+            )
+        else:
+            student = f"`model` {model}"
+            teacher = (
+                f"`teacher_ratio` = {self.teacher_ratio:g} x the student's parameters. No BC run "
+                "has a `teacher_bill.json`: they ran before the teacher was billed for its own "
+                "tokens (the old accounting counted the student's prompt and answer tokens)"
+            )
+        grpo = ", ".join(f"{k} {v}" for k, v in self.grpo.items())
+        bc = ", ".join(f"{k} {v}" for k, v in self.bc.items())
+        fractions = ", ".join(f"{f:.3g}" for f in self.fractions)
+        return "\n".join([
+            "**What was trained**: behaviour cloning (`bc`) on teacher traces, then GRPO "
+            "(`grpo`) from BC's checkpoints, splitting a FLOP budget B between them (Vattikonda"
+            " et al., \"How to Train Your LLM Web Agent\", NeurIPS 2025).",
+            "",
+            f"- **Tasks**: {', '.join(dict.fromkeys([task, *self.tasks]))} (web twin, "
+            f"`websim/<task>-v0`); success is greedy on {self.eval_seeds} held-out page seeds "
+            "per task, evaluated after every iteration.",
+            f"- **Student**: {student}.",
+            f"- **Budget B**, per seed: the FLOPs of its pure-BC run after `bc_steps` = "
+            f"{self.bc_steps} steps ({bc}): the teacher's bill for the traces drawn, plus "
+            "training at 6 FLOPs per student parameter per token.",
+            f"- **Teacher**: {teacher}.",
+            f"- **Seeds**: {self.seeds} BC run{'s' * (self.seeds != 1)}; every GRPO "
+            "configuration runs from each seed's "
+            f"branch. **Fractions** of B on BC before GRPO: {fractions}.",
+            f"- **GRPO**: {self.samples} configuration(s) per fraction drawn (seed {self.seed}) "
+            f"over {', '.join(self.space)}; fixed: {grpo}; a trial ends at B or after "
+            f"`grpo_max_iterations` = {self.grpo_max_iterations}.",
+        ])  # fmt: skip
+
     def report(self, trials, rows, figures) -> list:
         from tune import analysis
 
-        return analysis.allocation_sections(trials, rows, list(self.space), figures)
+        return analysis.allocation_sections(
+            trials, rows, list(self.space), figures, list(self.fractions)
+        )
