@@ -27,6 +27,7 @@ from policies.lm.algorithm import (
     configure_lm,
     declare_lm,
     load_init,
+    training_tasks,
 )
 from policies.lm.evaluation import evaluate_text_agent
 from policies.lm.module import MODULE_ID
@@ -110,7 +111,8 @@ class GRPOSettings(LMSettings):
 
 def adopt_init_model(env_id: str, settings: GRPOSettings) -> GRPOSettings:
     """A run started from ``init`` trains that run's student: its model settings replace
-    these (an unreadable init run is an error naming it)."""
+    these, and it trains on that run's tasks unless ``tasks`` names others (an unreadable
+    init run is an error naming it)."""
     import yaml
 
     from policies.lm.algorithm import init_source
@@ -125,6 +127,8 @@ def adopt_init_model(env_id: str, settings: GRPOSettings) -> GRPOSettings:
         data = yaml.safe_load(path.read_text())
         algo = data["algo"]
         settings.model = StudentSettings(**data[algo]["model"])
+        if not settings.tasks:
+            settings.tasks = training_tasks(data["env"], LMSettings(tasks=data[algo]["tasks"]))
     except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
         raise AlgorithmMismatch(
             f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"

@@ -356,6 +356,24 @@ def test_grpo_plays_flat_groups_again(bc_run, tmp_path):
         _cfg("grpo", resample_flat=-1).validate()
 
 
+def test_grpo_trains_on_its_init_runs_tasks_unless_told_otherwise(bc_run, tmp_path):
+    import shutil
+
+    import yaml
+
+    from policies.grpo import GRPOSettings, adopt_init_model
+
+    run = shutil.copytree(bc_run, tmp_path / "bc")
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["bc"]["tasks"] = ["login-user"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    env = "websim/click-button-v0"
+    inherited = adopt_init_model(env, GRPOSettings(init=str(run)))
+    assert inherited.tasks == ["click-test-2", "login-user"]
+    told = adopt_init_model(env, GRPOSettings(init=str(run), tasks=["enter-text"]))
+    assert told.tasks == ["enter-text"]
+
+
 def test_the_curriculum_favours_tasks_with_mixed_outcomes():
     from policies.lm.runner import curriculum_weights
 
