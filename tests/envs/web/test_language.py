@@ -87,11 +87,11 @@ def test_rendering_gives_bids_to_what_an_agent_can_act_on():
         "\t[1] StaticText 'here'",
         "\tStaticText 'now'",
         "\t[2] LabelText 'keep'",
-        "\t\t[3] checkbox, checked=true",
-        "\t[4] textbox 'Name', value='bo', focused",
-        "\t[5] combobox, value='blue'",
+        "\t\t[3] checkbox '', checked='true'",
+        "\t[4] textbox 'Name' value='bo', focused",
+        "\t[5] combobox '' value='blue'",
         "\t\t[6] option 'red'",
-        "\t\t[7] option 'blue', selected",
+        "\t\t[7] option 'blue', selected=True",
         "\t[8] link 'more'",
         "\t[9] StaticText 'spaced text'",
         "",
@@ -113,7 +113,7 @@ def test_a_browser_dump_reads_as_the_same_tree():
     }
     body = from_dump(dump)
     view = render(Page("T", "g", body))
-    assert view.text.endswith("\t[1] button 'OK'\n\t[2] textbox, value='x'")
+    assert view.text.endswith("\t[1] button 'OK'\n\t[2] textbox '' value='x'")
     assert view.bids["2"].handle == 2
 
 
