@@ -21,6 +21,8 @@ from envs.web.seedrandom import JSRandom
         ("scroll(0, 200.5)", Action("scroll", (0, 200.5))),
         ("noop()", Action("noop", ())),
         ("noop(500)", Action("noop", ())),
+        ("fill('7', 'x', True)", Action("fill", ("7", "x"))),
+        ("fill('7', 'x', enable_autocomplete_menu=False)", Action("fill", ("7", "x"))),
         ("dblclick('1')", Action("dblclick", ("1",))),
         ("hover('1')", Action("hover", ("1",))),
         ("focus('1')", Action("focus", ("1",))),
@@ -52,6 +54,10 @@ def test_every_action_kind_parses(text, action):
         ("scroll('a', 1)", "delta_x must be a number"),
         ("click('1', foo=2)", "unexpected or repeated argument 'foo'"),
         ("click('1'); noop()", "cannot parse"),
+        ("fill('7', 'x', 'yes')", "enable_autocomplete_menu must be True or False"),
+        ("noop('soon')", "wait_ms must be a number"),
+        ("go_back()", "is BrowserGym's but not available here: a MiniWoB\\+\\+ task is one page"),
+        ("mouse_click(3, 4)", "by bid, not at coordinates; allowed: noop, click"),
     ],
 )
 def test_malformed_actions_say_what_is_wrong(text, words):
