@@ -25,17 +25,22 @@ The keys, and what each holds here:
   that have a bid. BrowserGym's ``flatten_axtree_to_str`` of it is, line for line, the tree of
   WebEnv's text observation. It is Arena's tree, not Chrome's: roles, names and properties
   follow Arena's rules (a ``LabelText`` is named by its text and its check box is unnamed;
-  ``focused`` shows on form controls only; layout containers are unnamed ``generic`` nodes).
+  an element holding only text is one ``StaticText`` with the element's bid; a text box shows
+  ``value`` only when it holds text; options hang from their combo box; input types Arena
+  does not name keep their type as role, e.g. ``range``; ``focused`` shows on form controls
+  only; layout containers are unnamed ``generic`` nodes without bids; no ``backendDOMNodeId``
+  or ``chromeRole``).
 - ``focused_element_bid``: the bid of the focused element; "" when nothing with a bid has focus.
 - ``last_action``, ``last_action_error``: the action string as given ("" after reset) and
   WebEnv's error text for it ("" when none), which WebEnv's text shows too.
 - ``elapsed_time``: seconds since reset, as ``np.asarray([t])``.
 - ``dom_object``: a ``DOMSnapshot.captureSnapshot`` of the page. On real pages it is Chrome's
   own, taken after Arena's bids are written into the page as BrowserGym writes them (``bid``,
-  ``browsergym_visibility_ratio``, ``browsergym_set_of_marks`` attributes, on the elements
-  with a bid). The twin has no browser: its snapshot is built from the twin's page model (its
-  elements, their attributes and text, input values, checked boxes, selected options, click
-  handlers), with no layout and no styles.
+  ``browsergym_visibility_ratio``, ``browsergym_set_of_marks``, and the live ``value`` and
+  ``checked``, as attributes of the elements with a bid; BrowserGym marks every element), with
+  Arena's own ``data-arena`` numbers taken out. The twin has no browser: its snapshot is built
+  from the twin's page model (its elements, their attributes and text, input values, checked
+  boxes, selected options, click handlers), with no ``<head>``, no layout and no styles.
 - ``extra_element_properties``: ``{bid: {"visibility", "bbox", "clickable", "set_of_marks"}}``,
   read from ``dom_object`` as BrowserGym reads them. Real pages: ``bbox`` ``[x, y, w, h]``
   from Chrome's layout (None for an element with no box), ``clickable`` Chrome's
@@ -51,12 +56,28 @@ The keys, and what each holds here:
   screenshot); the twin draws nothing and gives an empty ``(0, 0, 3)`` array (so does a real
   page with ``screenshot=False``).
 
-Actions are Arena's language (:mod:`envs.web.actions`), BrowserGym's ``bid`` subset less
-``drag_and_drop`` and ``upload_file``, plus ``send_msg_to_user``; one action per step.
-BrowserGym's actions that a MiniWoB++ page cannot use (coordinates, tabs, navigation) are
-refused with a message that says so. The ids ``browsergym/miniwob.<task>`` (real pages) and
-``browsergym/arena-twin.<task>`` are registered with gymnasium when this module is imported,
-unless an id is taken (BrowserGym's own ``browsergym-miniwob`` registers the first kind).
+Where else it differs from BrowserGym:
+
+- Bids are numbered 1..n in document order every time the page is rendered (BrowserGym's stay
+  with an element for the episode): act on the observation just read.
+- Actions are Arena's language (:mod:`envs.web.actions`): BrowserGym's ``bid`` subset less
+  ``drag_and_drop`` and ``upload_file``, plus ``send_msg_to_user``; one action per step (as
+  ``HighLevelActionSet(multiaction=False)``). ``click``/``dblclick`` take no ``button`` or
+  ``modifiers``, ``press`` no key combinations, ``select_option`` one option;
+  ``fill(..., enable_autocomplete_menu)`` and ``noop(wait_ms)`` are checked and ignored.
+  BrowserGym's actions a MiniWoB++ page cannot use (coordinates, keyboard at large, tabs,
+  navigation, ``report_infeasible``) are refused with a message that says why. A refused or
+  malformed action is WebEnv's parse error: nothing happens, the final reward takes a factor
+  0.99, the message is ``last_action_error`` (BrowserGym reports a Python exception).
+- Reward, ``truncated`` (after ``max_steps``, 10) and ``info`` (task, seed, step, error, raw
+  reward, success...) are WebEnv's; BrowserGym's ``info`` holds its task's and timings. The
+  chat is a record only: MiniWoB++ grades the page, never a message.
+- ``active_page_index`` and ``elapsed_time`` are arrays of shape (1,) as BrowserGym returns
+  them; the space here says (1,) too (BrowserGym's says ()).
+
+The ids ``browsergym/miniwob.<task>`` (real pages) and ``browsergym/arena-twin.<task>`` are
+registered with gymnasium when this module is imported, unless an id is taken (BrowserGym's
+own ``browsergym-miniwob`` registers the first kind for its pages).
 """
 
 from __future__ import annotations
