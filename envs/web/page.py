@@ -191,6 +191,8 @@ _PROPERTY_TYPES = {
     "disabled": "boolean",
 }
 """The Chrome DevTools ``AXValueType`` of each property Arena shows."""
+_ROLE_TYPES = dict.fromkeys(("RootWebArea", "StaticText", "LabelText"), "internalRole")
+"""Chrome's own roles (``internalRole``); the others are ARIA roles (``role``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -225,10 +227,7 @@ class AXNode:
         d: dict[str, Any] = {
             "nodeId": str(index + 1),
             "ignored": False,
-            "role": {
-                "type": "role" if self.role == "generic" else "internalRole",
-                "value": self.role,
-            },
+            "role": {"type": _ROLE_TYPES.get(self.role, "role"), "value": self.role},
             "name": {"type": "computedString", "value": self.name},
         }
         if self.value is not None:
