@@ -312,7 +312,7 @@ class BrowserGymEnv(gym.Env):
     def _real_page(self, view: Rendered) -> tuple[dict, np.ndarray]:
         pairs = [[node.handle, bid] for bid, node in view.bids.items()]
 
-        def grab(driver):
+        def grab(driver: Any) -> tuple[dict, bytes | None]:
             driver.execute_script(MARK_JS, pairs)
             dom = driver.execute_cdp_cmd(
                 "DOMSnapshot.captureSnapshot",

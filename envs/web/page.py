@@ -259,7 +259,7 @@ class Rendered:
         self.roles: dict[str, str] = {}
         self.nodes: list[AXNode] = []
         self._focused = page.focused
-        self._add(None, -1, 0, "RootWebArea", norm(page.title))
+        self.nodes.append(AXNode("RootWebArea", norm(page.title), -1, 0))
         self._walk(page.body, 1, 0)
         lines = [f"Goal: {page.utterance}", ""]
         lines += [n.line() for n in self.nodes if n.shown]
@@ -294,15 +294,13 @@ class Rendered:
         value: str | None = None,
         props: tuple = (),
     ) -> int:
-        node = AXNode(role, name, parent, depth, None, value, props, element)
-        if role == "generic":
-            node.shown = False
-        elif role == "StaticText" and parent >= 0 and name in self.nodes[parent].name:
-            node.shown = False  # redundant with its parent's name (BrowserGym drops it too)
-        if element is not None and node.shown:
-            node.bid = str(len(self.bids) + 1)
-            self.bids[node.bid] = element
-            self.roles[node.bid] = role
+        # A text its parent's name holds has no line (BrowserGym's remove_redundant_static_text)
+        shown = role != "StaticText" or name not in self.nodes[parent].name
+        node = AXNode(role, name, parent, depth, None, value, props, element, shown)
+        if element is not None and shown:
+            node.bid = bid = str(len(self.bids) + 1)
+            self.bids[bid] = element
+            self.roles[bid] = role
         self.nodes.append(node)
         return len(self.nodes) - 1
 
@@ -321,7 +319,8 @@ class Rendered:
                 if text:
                     self._add(node, parent, depth, "StaticText", text, None, _disabled(node))
                 return
-            me = self._add(None, parent, depth, "generic", "")
+            me = len(self.nodes)  # no line, no bid; its texts are not checked against a label
+            self.nodes.append(AXNode("generic", "", parent, depth, None, None, (), None, False))
             run = ""  # adjacent text nodes read as one (the DOM may split them anywhere)
             for k in shown:
                 if k.__class__ is str:

@@ -25,6 +25,13 @@ from envs.web.actions import SIGNATURES, ParseError, parse
 
 _STRING = r"'(?:[^'\\]|\\.)*'|" + r'"(?:[^"\\]|\\.)*"'
 """A Python string literal, as ``repr`` writes one."""
+
+
+def _string(literal: str) -> str:
+    """The text of a string literal as ``repr`` writes it (fast when nothing is escaped)."""
+    return literal[1:-1] if "\\" not in literal else ast.literal_eval(literal)
+
+
 _LINE = re.compile(rf"^(\t*)\[(\d+)\] (\S+) ({_STRING})(?: value=({_STRING}))?(.*)$")
 _QUOTED = re.compile(r'"([^"]*)"')
 
@@ -61,10 +68,8 @@ class View:
             m = _LINE.match(line)
             if m:
                 depth, bid, role, name, value, props = m.groups()
-                value = ast.literal_eval(value) if value else ""
-                elements.append(
-                    Element(bid, role, ast.literal_eval(name), props, len(depth), value)
-                )
+                value = _string(value) if value else ""
+                elements.append(Element(bid, role, _string(name), props, len(depth), value))
         return cls(goal, elements)
 
     def find(self, role: str, name: str | None = None) -> Element | None:
