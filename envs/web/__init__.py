@@ -6,7 +6,9 @@ action language.
 - ``websim/<task>-v0``: the in-process twin of the task (:mod:`envs.web.twin`), the same page
   for the same seed, thousands of episodes per second.
 
-Version history: web v1 = miniwob 1.1 pages; websim v0 = first twin.
+Version history: web v1 = miniwob 1.1 pages; websim v0 = first twin. Both ids, since text
+format 2 (``envs.web.page.TEXT_FORMAT``), print the tree as BrowserGym's
+``flatten_axtree_to_str`` does (``textbox '' value='x'`` for ``textbox, value='x'``).
 """
 
 from envs.registry import register

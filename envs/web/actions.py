@@ -27,8 +27,32 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
 }
 """Action name -> its parameters, in BrowserGym's order."""
 
-OPTIONAL = {"noop": ("wait_ms",)}
-"""Parameters an action may take beyond its signature (ignored: steps are synchronous)."""
+OPTIONAL = {"noop": ("wait_ms",), "fill": ("enable_autocomplete_menu",)}
+"""Parameters an action may take beyond its signature, checked and ignored: steps are
+synchronous (``wait_ms``), and ``fill`` types key by key, so a page's autocomplete menu opens
+whatever ``enable_autocomplete_menu`` says."""
+
+NOT_HERE = {
+    **dict.fromkeys(
+        ("mouse_move", "mouse_up", "mouse_down", "mouse_click", "mouse_dblclick", "scroll_at",
+         "mouse_drag_and_drop", "mouse_upload_file"),
+        "actions act on elements by bid, not at coordinates",
+    ),
+    **dict.fromkeys(
+        ("keyboard_down", "keyboard_up", "keyboard_press", "keyboard_type",
+         "keyboard_insert_text"),
+        "keys go to an element by bid: press(bid, key) or fill(bid, text)",
+    ),
+    **dict.fromkeys(
+        ("go_back", "go_forward", "goto"), "a MiniWoB++ task is one page, with no history or other URL"
+    ),
+    **dict.fromkeys(("new_tab", "tab_close", "tab_focus"), "a MiniWoB++ task is one tab"),
+    "drag_and_drop": "actions act on one element each",
+    "upload_file": "no MiniWoB++ page has a file input",
+    "report_infeasible": "every MiniWoB++ task can be done",
+}  # fmt: skip
+"""BrowserGym's actions (``browsergym/core/action/highlevel.py``) this language leaves out,
+and why; :func:`parse` says so."""
 
 KEYS = (
     "Enter",
@@ -78,6 +102,11 @@ def _literal(node: ast.expr, action: str, param: str):
             value = str(value)
         if not isinstance(value, str) or not value.strip():
             raise ParseError(f"{action}(): bid must be a string like '13', got {value!r}")
+    elif param == "enable_autocomplete_menu":
+        if not isinstance(value, bool):
+            raise ParseError(
+                f"fill(): enable_autocomplete_menu must be True or False, got {value!r}"
+            )
     elif param in ("delta_x", "delta_y", "wait_ms"):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ParseError(f"{action}(): {param} must be a number, got {value!r}")
@@ -112,6 +141,11 @@ def parse(text: str) -> Action:
     if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name)):
         raise ParseError(f"{source[:80]!r} is not a call such as click('13')")
     name = tree.func.id
+    if name in NOT_HERE:
+        raise ParseError(
+            f"{name}() is BrowserGym's but not available here: {NOT_HERE[name]}; "
+            f"allowed: {', '.join(SIGNATURES)}"
+        )
     if name not in SIGNATURES:
         raise ParseError(f"unknown action {name!r}; allowed: {', '.join(SIGNATURES)}")
     params = SIGNATURES[name]
@@ -129,4 +163,7 @@ def parse(text: str) -> Action:
     missing = [p for p in params if p not in given]
     if missing:
         raise ParseError(f"{name}() is missing {', '.join(missing)}")
+    for p in OPTIONAL.get(name, ()):
+        if p in given:
+            _literal(given[p], name, p)  # checked, then ignored
     return Action(name, tuple(_literal(given[p], name, p) for p in params))

@@ -312,10 +312,16 @@ class Browser:
     def _script(self, js: str, *args):
         if self.driver is None:
             self.start()
+        return self.call(lambda driver: driver.execute_script(js, *args))
+
+    def call(self, fn):
+        """``fn(driver)`` under the watchdog; any failure is a :class:`BrowserError`."""
+        if self.driver is None:
+            raise BrowserError(f"the browser of {self.task} is not running")
         self._check_alive()
         try:
             with self._watchdog():
-                return self.driver.execute_script(js, *args)
+                return fn(self.driver)
         except BrowserError:
             raise
         except Exception as e:  # WebDriverException, or the connection to a dead driver

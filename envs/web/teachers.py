@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import urllib.error
@@ -22,7 +23,16 @@ import numpy as np
 from envs.registry import EnvError
 from envs.web.actions import SIGNATURES, ParseError, parse
 
-_LINE = re.compile(r"^(\t*)\[(\d+)\] (\S+)(?: '((?:[^'\\]|\\.)*)')?(.*)$")
+_STRING = r"'(?:[^'\\]|\\.)*'|" + r'"(?:[^"\\]|\\.)*"'
+"""A Python string literal, as ``repr`` writes one."""
+
+
+def _string(literal: str) -> str:
+    """The text of a string literal as ``repr`` writes it (fast when nothing is escaped)."""
+    return literal[1:-1] if "\\" not in literal else ast.literal_eval(literal)
+
+
+_LINE = re.compile(rf"^(\t*)\[(\d+)\] (\S+) ({_STRING})(?: value=({_STRING}))?(.*)$")
 _QUOTED = re.compile(r'"([^"]*)"')
 
 
@@ -33,15 +43,11 @@ class Element:
     name: str
     props: str
     depth: int
-
-    @property
-    def value(self) -> str:
-        m = re.search(r"value='((?:[^'\\]|\\.)*)'", self.props)
-        return m.group(1).replace("\\'", "'").replace("\\\\", "\\") if m else ""
+    value: str = ""
 
     @property
     def checked(self) -> bool:
-        return "checked=true" in self.props
+        return "checked='true'" in self.props
 
 
 @dataclass
@@ -53,16 +59,17 @@ class View:
 
     @classmethod
     def read(cls, text: str) -> View:
+        """Reads the lines ``[bid] role 'name' value='...', props`` (names and values are
+        Python string literals, as BrowserGym's ``flatten_axtree_to_str`` prints them)."""
         lines = text.splitlines()
         goal = lines[0].removeprefix("Goal: ") if lines else ""
         elements = []
         for line in lines[1:]:
             m = _LINE.match(line)
             if m:
-                name = (m.group(4) or "").replace("\\'", "'").replace("\\\\", "\\")
-                elements.append(
-                    Element(m.group(2), m.group(3).rstrip(","), name, m.group(5), len(m.group(1)))
-                )
+                depth, bid, role, name, value, props = m.groups()
+                value = _string(value) if value else ""
+                elements.append(Element(bid, role, _string(name), props, len(depth), value))
         return cls(goal, elements)
 
     def find(self, role: str, name: str | None = None) -> Element | None:

@@ -137,9 +137,12 @@ def mixed_groups(episodes: list[dict]) -> int:
 
 def scripted_traces(tasks: list[str], episodes: int, error_rate: float) -> Path:
     """A cache folder of scripted-teacher traces for ``tasks`` (written once, resumable)."""
+    from envs.web.page import TEXT_FORMAT
     from envs.web.traces import TeacherSpec, write_traces
 
-    key = hashlib.sha256(f"{sorted(tasks)}|{episodes}|{error_rate}".encode()).hexdigest()[:12]
+    # Traces hold observation texts: a new text format writes new ones.
+    spec = f"{sorted(tasks)}|{episodes}|{error_rate}|text{TEXT_FORMAT}"
+    key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     out = cache_root() / "traces" / key
     write_traces(
         [f"websim/{t}-v0" for t in tasks], episodes, out, TeacherSpec("scripted", error_rate)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browsergym.utils.obs import flatten_axtree_to_str
 
 import envs
 from envs.web import TASKS, TWIN_TASKS
@@ -67,8 +68,12 @@ def test_every_task_page_loads_and_starts_an_episode():
             except BrowserError as e:
                 failed.append((task, str(e)[:80]))
                 continue
-            if not render(page).text.startswith("Goal: "):
+            view = render(page)
+            if not view.text.startswith("Goal: "):
                 failed.append((task, "no goal"))
+            # BrowserGym's own flatten of the page's axtree_object is the text's tree
+            if flatten_axtree_to_str(view.axtree()) != view.text.split("\n\n")[1]:
+                failed.append((task, "flatten_axtree_to_str differs"))
     finally:
         b.close()
     assert failed == []

@@ -21,6 +21,8 @@ from envs.web.seedrandom import JSRandom
         ("scroll(0, 200.5)", Action("scroll", (0, 200.5))),
         ("noop()", Action("noop", ())),
         ("noop(500)", Action("noop", ())),
+        ("fill('7', 'x', True)", Action("fill", ("7", "x"))),
+        ("fill('7', 'x', enable_autocomplete_menu=False)", Action("fill", ("7", "x"))),
         ("dblclick('1')", Action("dblclick", ("1",))),
         ("hover('1')", Action("hover", ("1",))),
         ("focus('1')", Action("focus", ("1",))),
@@ -52,6 +54,10 @@ def test_every_action_kind_parses(text, action):
         ("scroll('a', 1)", "delta_x must be a number"),
         ("click('1', foo=2)", "unexpected or repeated argument 'foo'"),
         ("click('1'); noop()", "cannot parse"),
+        ("fill('7', 'x', 'yes')", "enable_autocomplete_menu must be True or False"),
+        ("noop('soon')", "wait_ms must be a number"),
+        ("go_back()", "is BrowserGym's but not available here: a MiniWoB\\+\\+ task is one page"),
+        ("mouse_click(3, 4)", "by bid, not at coordinates; allowed: noop, click"),
     ],
 )
 def test_malformed_actions_say_what_is_wrong(text, words):
@@ -87,11 +93,11 @@ def test_rendering_gives_bids_to_what_an_agent_can_act_on():
         "\t[1] StaticText 'here'",
         "\tStaticText 'now'",
         "\t[2] LabelText 'keep'",
-        "\t\t[3] checkbox, checked=true",
-        "\t[4] textbox 'Name', value='bo', focused",
-        "\t[5] combobox, value='blue'",
+        "\t\t[3] checkbox '', checked='true'",
+        "\t[4] textbox 'Name' value='bo', focused",
+        "\t[5] combobox '' value='blue'",
         "\t\t[6] option 'red'",
-        "\t\t[7] option 'blue', selected",
+        "\t\t[7] option 'blue', selected=True",
         "\t[8] link 'more'",
         "\t[9] StaticText 'spaced text'",
         "",
@@ -113,7 +119,7 @@ def test_a_browser_dump_reads_as_the_same_tree():
     }
     body = from_dump(dump)
     view = render(Page("T", "g", body))
-    assert view.text.endswith("\t[1] button 'OK'\n\t[2] textbox, value='x'")
+    assert view.text.endswith("\t[1] button 'OK'\n\t[2] textbox '' value='x'")
     assert view.bids["2"].handle == 2
 
 
