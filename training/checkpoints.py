@@ -159,6 +159,9 @@ def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(str(tmp.resolve()))
     save_weights(weights, tmp / WEIGHTS_DIR)
+    extra = getattr(algo, "write_weight_files", None)  # what a module's weights need beside
+    if extra is not None:
+        extra(tmp / WEIGHTS_DIR)
     meta = {"iteration": it, "env_steps": env_steps, "files": file_digests(tmp)}
     (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
     final = ckdir / name
