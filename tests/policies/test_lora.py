@@ -201,7 +201,7 @@ def test_grpo_init_starts_from_the_bc_runs_adapter(lora_bc, tmp_path):
     # rank 0 here: a run started from another adopts its student, adapter included
     cfg = _cfg("grpo", rank=0, init=str(lora_bc), group_size=2, groups_per_iteration=2,
                eval_every=0)  # fmt: skip
-    cfg.iterations = 1
+    cfg.iterations, cfg.checkpoint_every = 2, 0  # 0: a checkpoint at the end alone
     run = Run.create(cfg, out=str(tmp_path), name="grpo", console=Console(quiet=True))
     try:
         assert run.cfg.settings.model.lora.rank == 8
@@ -209,10 +209,11 @@ def test_grpo_init_starts_from_the_bc_runs_adapter(lora_bc, tmp_path):
         assert _same(_learner_weights(run), bc)
         runner = run.algo.env_runner_group.local_env_runner.module["student"]
         assert _same(runner.get_state(), bc)
-        run.step()  # the last: it checkpoints
+        run.train()  # and closes
     finally:
         run.close()
-    ckpt = run.dir / "checkpoints/iter_000001"
+    assert [p.name for p in (run.dir / "checkpoints").glob("iter_*")] == ["iter_000002"]
+    ckpt = run.dir / "checkpoints/iter_000002"
     assert set(_adapter(ckpt / "weights/student.pt")) == set(bc)
     assert (ckpt / "weights/student.base.json").is_file()
     # a BC run whose adapter was trained on another base is refused, naming it
