@@ -4,8 +4,9 @@ A run directory ``runs/<env id>/<algo>/<run>/`` holds
 
 * ``config.yaml``: the resolved :class:`training.config.TrainConfig`;
 * ``checkpoints/iter_NNNNNN/``: RLlib's checkpoint (for resume), each module's plain weights in
-  ``weights/`` (for eval and serve, which never unpickle) and ``arena.json`` (iteration, env
-  steps, and the size and sha256 of every file); ``checkpoints/latest`` names the newest;
+  ``weights/`` (for eval and serve, which never unpickle; with what they need beside them, such
+  as a LoRA student's ``student.base.json``) and ``arena.json`` (iteration, env steps, and the
+  size and sha256 of every file); ``checkpoints/latest`` names the newest;
 * ``metrics.csv`` and TensorBoard events (``tb/``);
 * ``eval.json`` and media from ``arena eval``.
 

@@ -122,7 +122,7 @@ class StudentSettings:
             self.lora = LoRASettings(**self.lora)
 
     def problems(self) -> list[str]:
-        bad = self.lora.problems()
+        bad = []
         if self.kind not in KINDS:
             bad.append(f"model.kind={self.kind!r} (one of {', '.join(KINDS)})")
         for name in ("layers", "width", "heads", "max_prompt_tokens", "max_new_tokens"):
@@ -134,7 +134,7 @@ class StudentSettings:
             bad.append(f"model.system={self.system!r} (short or full)")
         if self.history < 0:
             bad.append(f"model.history={self.history}")
-        return bad
+        return bad + self.lora.problems()
 
 
 # --- tokenizers ------------------------------------------------------------------------------
