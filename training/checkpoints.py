@@ -4,8 +4,9 @@ A run directory ``runs/<env id>/<algo>/<run>/`` holds
 
 * ``config.yaml``: the resolved :class:`training.config.TrainConfig`;
 * ``checkpoints/iter_NNNNNN/``: RLlib's checkpoint (for resume), each module's plain weights in
-  ``weights/`` (for eval and serve, which never unpickle) and ``arena.json`` (iteration, env
-  steps, and the size and sha256 of every file); ``checkpoints/latest`` names the newest;
+  ``weights/`` (for eval and serve, which never unpickle; with what they need beside them, such
+  as a LoRA student's ``student.base.json``) and ``arena.json`` (iteration, env steps, and the
+  size and sha256 of every file); ``checkpoints/latest`` names the newest;
 * ``metrics.csv`` and TensorBoard events (``tb/``);
 * ``eval.json`` and media from ``arena eval``.
 
@@ -159,6 +160,9 @@ def save_checkpoint(algo, run: Path, it: int, env_steps: int, keep: int) -> Path
     shutil.rmtree(tmp, ignore_errors=True)
     algo.save_to_path(str(tmp.resolve()))
     save_weights(weights, tmp / WEIGHTS_DIR)
+    extra = getattr(algo, "write_weight_files", None)  # what a module's weights need beside
+    if extra is not None:
+        extra(tmp / WEIGHTS_DIR)
     meta = {"iteration": it, "env_steps": env_steps, "files": file_digests(tmp)}
     (tmp / "arena.json").write_text(json.dumps(meta, indent=1))
     final = ckdir / name

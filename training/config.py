@@ -83,7 +83,8 @@ class TrainConfig:
     timesteps: int | None = None
     """Env steps to train for (default 200,000 when neither this nor ``iterations`` is set)."""
     checkpoint_every: int = 10
-    """Checkpoint every K iterations (and always at the end)."""
+    """Checkpoint every K iterations (and always at the end); 0: only at the end (a run that
+    needs no resume or branch points part-way, e.g. a sweep's trial)."""
     keep_checkpoints: int = 3
     """How many of the newest checkpoints to keep."""
     env_args: dict[str, Any] = field(default_factory=dict)
@@ -125,8 +126,11 @@ class TrainConfig:
             raise ConfigError(
                 f"policies must be one of {', '.join(SHARING)}, got {shorten(self.policies)}"
             )
-        if self.checkpoint_every <= 0 or self.keep_checkpoints <= 0:
-            raise ConfigError("checkpoint_every and keep_checkpoints must be positive")
+        if self.checkpoint_every < 0 or self.keep_checkpoints <= 0:
+            raise ConfigError(
+                f"checkpoint_every must be >= 0 (0: only at the end) and keep_checkpoints "
+                f"positive, got {self.checkpoint_every} and {self.keep_checkpoints}"
+            )
         unknown = sorted(set(self.loggers) - set(LOGGERS))
         if unknown:
             raise ConfigError(

