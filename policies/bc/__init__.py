@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,10 +125,11 @@ def declare_bill(algo, settings: BCSettings) -> str:
         "teacher_params_set": settings.teacher_params is not None,
     }
     run_dir = getattr(algo, "arena_run_dir", None)
-    if run_dir is not None:
-        from training.checkpoints import write_atomic
-
-        write_atomic(Path(run_dir) / "teacher_bill.json", json.dumps(doc, indent=1))
+    if run_dir is not None:  # atomically: a crash leaves the old file or the new one
+        path = Path(run_dir) / "teacher_bill.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        os.replace(tmp, path)
     how = (
         f"teacher_params={bill.teacher_params:.4g}"
         if settings.teacher_params is not None
