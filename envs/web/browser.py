@@ -216,6 +216,7 @@ class Browser:
         self.task, self.timeout_s = task, timeout_s
         self.url = (html_dir() / f"{task}.html").as_uri()
         self.driver = None
+        self.loaded: str | None = None  # the URL the running browser shows
         self.pid: int | None = None
         self.dead = False
         self._handles: dict[int, Node] = {}
@@ -238,12 +239,7 @@ class Browser:
                 self.driver = webdriver.Chrome(service=service, options=options)
                 self.pid = service.process.pid
                 _OPEN.add(self)
-                self.driver.get(self.url)
-                if not self.driver.execute_script("return typeof core !== 'undefined'"):
-                    raise BrowserError(f"{self.url} has no MiniWoB++ core")
-                self.driver.execute_async_script(PRELOAD_JS)
-                self.driver.execute_script(TIMERS_JS)
-                self.driver.execute_script(COVER_JS)
+                self._load(self.driver)
         except BrowserError:
             self.close()
             raise
@@ -252,6 +248,21 @@ class Browser:
             self.close()
             raise BrowserError(f"Chromium did not start for {self.task}: {e}") from e
         self.dead = False
+
+    def _load(self, driver) -> None:
+        """Opens the task's page in the running browser, ready for episodes."""
+        driver.get(self.url)
+        if not driver.execute_script("return typeof core !== 'undefined'"):
+            raise BrowserError(f"{self.url} has no MiniWoB++ core")
+        driver.execute_async_script(PRELOAD_JS)
+        driver.execute_script(TIMERS_JS)
+        driver.execute_script(COVER_JS)
+        self.loaded = self.url
+
+    def goto(self, task: str) -> None:
+        """Shows ``task``'s page from the next :meth:`reset` on (one browser serves every page
+        of a multi-page flow, :mod:`envs.web.flow`)."""
+        self.task, self.url = task, (html_dir() / f"{task}.html").as_uri()
 
     def close(self) -> None:
         """Quits the browser; kills it if it does not quit in time. Safe to call twice."""
@@ -278,7 +289,7 @@ class Browser:
             self.close()
 
     def __getstate__(self):  # a pickled env carries no live browser
-        return {**self.__dict__, "driver": None, "pid": None, "_handles": {}}
+        return {**self.__dict__, "driver": None, "loaded": None, "pid": None, "_handles": {}}
 
     @contextlib.contextmanager
     def _watchdog(self, process=None, timeout: float | None = None):
@@ -333,6 +344,8 @@ class Browser:
 
     # --- episodes --------------------------------------------------------------------------
     def reset(self, seed: int) -> Page:
+        if self.driver is not None and self.loaded != self.url:  # goto() named another page
+            self.call(self._load)
         self._script(
             f"core.EPISODE_MAX_TIME = {EPISODE_MS}; core.endEpisode(0);"
             f"Math.seedrandom({int(seed)}); core.setDataMode('train'); core.startEpisodeReal();"
