@@ -82,6 +82,11 @@ class WebEnv(ParallelEnv):
         self.view: Rendered | None = None
         self.restarts = 0
 
+    @property
+    def page_task(self) -> str:
+        """The task of the page shown (a flow's changes from page to page)."""
+        return self.task
+
     def observation_space(self, agent):
         return self._obs_space
 
@@ -98,7 +103,7 @@ class WebEnv(ParallelEnv):
         page = self._reset_page(self.seed)
         self.steps, self.parse_errors, self.last_error = 0, 0, None
         self.agents = [AGENT]
-        self.view = render(page)
+        self.view = self._render(page)
         return {AGENT: self.view.text}, {AGENT: self._info(None, 0.0)}
 
     def _reset_page(self, seed: int) -> Page:
@@ -140,6 +145,8 @@ class WebEnv(ParallelEnv):
         else:
             page = self.page_backend.observe()
             done, raw, reason = self.page_backend.status
+            if done and raw > 0 and not failed:
+                done, page = self._solved(page)
         if failed and not crashed:
             reward, terminated = -1.0, True
         elif done:
@@ -151,7 +158,7 @@ class WebEnv(ParallelEnv):
         truncated = not terminated and self.steps >= self.max_steps
         self.last_error = error
         if page is not None:
-            self.view = render(page, error)
+            self.view = self._render(page, error)
         obs_text = self.view.text if page is not None else f"Error: {error}"
         info = self._info(error, raw, reason=reason, crashed=crashed)
         if terminated or truncated:
@@ -163,6 +170,14 @@ class WebEnv(ParallelEnv):
             {AGENT: truncated},
             {AGENT: info},
         )
+
+    def _solved(self, page: Page) -> tuple[bool, Page]:
+        """The page was solved: whether the episode ends, and the page shown next (a
+        multi-page flow, :class:`envs.web.flow.FlowEnv`, opens its next page)."""
+        return True, page
+
+    def _render(self, page: Page, error: str | None = None) -> Rendered:
+        return render(page, error)
 
     def _check(self, action: lang.Action) -> str | None:
         """Why ``action`` cannot apply to the page just shown, or None."""
@@ -196,7 +211,7 @@ class WebEnv(ParallelEnv):
     def __setstate__(self, state):
         self.__dict__.update(state)
         if self.agents and self.backend == "twin":
-            self.view = render(self.page_backend.observe(), self.last_error)
+            self.view = self._render(self.page_backend.observe(), self.last_error)
 
     def render(self):
         return self.view.text if self.view is not None else ""

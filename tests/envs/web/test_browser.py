@@ -11,7 +11,7 @@ import pytest
 from browsergym.utils.obs import flatten_axtree_to_str
 
 import envs
-from envs.web import TASKS, TWIN_TASKS
+from envs.web import FLOWS, TASKS, TWIN_TASKS
 from envs.web.browser import Browser, BrowserError, chrome_missing
 from envs.web.page import render
 from envs.web.teachers import ScriptedTeacher
@@ -61,8 +61,7 @@ def test_every_task_page_loads_and_starts_an_episode():
     failed = []
     try:
         for task in TASKS:
-            b.task, b.url = task, b.url.rsplit("/", 1)[0] + f"/{task}.html"
-            b.driver.get(b.url) if b.driver else b.start()
+            b.goto(task)
             try:
                 page = b.reset(1)
             except BrowserError as e:
@@ -103,6 +102,26 @@ def test_twin_and_browser_agree_step_by_step():
                     assert [r[key] for r in a] == [r[key] for r in b], (task, seed, key)
         finally:
             real.close()
+
+
+@pytest.mark.parametrize("flow", FLOWS)
+def test_a_flow_walks_the_real_pages_as_the_twin_does(flow):
+    """One browser opens each page of the flow in turn: the same texts, actions and rewards
+    as the twin's flow, step by step (so each real page's goal is the one the errand names)."""
+    ids = (f"web/{flow}-v1", f"websim/{flow}-v0")
+    real, twin = (envs.make(i) for i in ids)
+    try:
+        for seed in range(2):
+            a, b = (
+                play(env, i, seed, ScriptedTeacher(flow))
+                for env, i in zip((real, twin), ids, strict=True)
+            )
+            for key in ("observation", "action", "reward", "done"):
+                assert [r[key] for r in a] == [r[key] for r in b], (flow, seed, key)
+            assert a[-1]["success"]
+            assert real.restarts == 0 and real.page_task == FLOWS[flow][-1]
+    finally:
+        real.close()
 
 
 def test_a_double_click_on_submit_ends_the_episode_with_the_first_outcome():
