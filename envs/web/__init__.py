@@ -6,6 +6,9 @@ action language.
 - ``websim/<task>-v0``: the in-process twin of the task (:mod:`envs.web.twin`), the same page
   for the same seed, thousands of episodes per second.
 
+``websim/flow-<name>-v0`` and ``web/flow-<name>-v1`` chain several of these pages into one
+episode, a multi-page errand (:mod:`envs.web.flow`, :data:`FLOWS`).
+
 Version history: web v1 = miniwob 1.1 pages; websim v0 = first twin. Both ids, since text
 format 2 (``envs.web.page.TEXT_FORMAT``), print the tree as BrowserGym's
 ``flatten_axtree_to_str`` does (``textbox '' value='x'`` for ``textbox, value='x'``).
@@ -55,6 +58,15 @@ TWIN_TASKS = (
 """Tasks the twin models (``envs.web.twin.task_models()``; a test checks they agree)."""
 
 
+FLOWS = {
+    "flow-search": ("login-user", "search-engine", "click-dialog"),
+    "flow-email": ("login-user", "email-inbox"),
+    "flow-flight": ("login-user", "book-flight-nodelay", "click-dialog"),
+}
+"""Multi-page flows (:mod:`envs.web.flow`): name -> its pages' tasks in order (twin tasks, so
+each runs on both backends and has a scripted expert)."""
+
+
 def _validate(cfg: dict) -> None:
     from envs.web.env import check_task_args
 
@@ -78,3 +90,14 @@ for _task in TWIN_TASKS:
         validate=_validate,
         task=_task,
     )
+for _flow, _pages in FLOWS.items():
+    for _backend, _id in (("twin", f"websim/{_flow}-v0"), ("browser", f"web/{_flow}-v1")):
+        register(
+            _id,
+            "envs.web.flow:flow_env",
+            description=f"{len(_pages)}-page flow: {', '.join(_pages)}"
+            + (" (twins)" if _backend == "twin" else " (headless Chromium)"),
+            validate=_validate,
+            flow=_flow,
+            backend=_backend,
+        )

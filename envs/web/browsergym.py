@@ -19,7 +19,10 @@ The keys, and what each holds here:
 - ``goal`` (the deprecated string) and ``goal_object`` (``({"type": "text", "text": goal},)``):
   MiniWoB++'s utterance, as in BrowserGym's MiniWoB tasks.
 - ``url``, ``open_pages_urls``, ``open_pages_titles``, ``active_page_index``: one page, the
-  task's HTML file in the ``miniwob`` package (the twin names the page it models).
+  task's HTML file in the ``miniwob`` package (the twin names the page it models). A
+  multi-page flow (:mod:`envs.web.flow`, ``browsergym_env("flow-search")``) walks its pages in
+  that one tab, as the real backend does: ``url`` and the title are the page shown, and
+  ``goal`` is the flow's (the errand, and the page shown with the step it opened at).
 - ``axtree_object``: Arena's accessibility tree (:meth:`envs.web.page.Rendered.axtree`) in the
   shape of Chrome DevTools' ``Accessibility.getFullAXTree``, with ``browsergym_id`` on nodes
   that have a bid. BrowserGym's ``flatten_axtree_to_str`` of it is, line for line, the tree of
@@ -90,7 +93,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.web import TASKS, TWIN_TASKS
+from envs.web import FLOWS, TASKS, TWIN_TASKS
 from envs.web import actions as lang
 from envs.web.env import AGENT, TextSpace, WebEnv, check_task_args
 from envs.web.page import Node, Rendered
@@ -217,7 +220,7 @@ def check_face_args(task: str, backend: str) -> None:
     """Raises ValueError naming what is allowed for an unknown task or backend."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be 'twin' or 'browser', got {backend!r}")
-    known = TWIN_TASKS if backend == "twin" else TASKS
+    known = (TWIN_TASKS if backend == "twin" else TASKS) + tuple(FLOWS)
     if task not in known:
         close = difflib.get_close_matches(str(task), known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -237,19 +240,23 @@ class BrowserGymEnv(gym.Env):
         self,
         task: str,
         backend: str = "twin",
-        max_steps: int = 10,
+        max_steps: int | None = None,
         timeout_s: float = 30.0,
         screenshot: bool = True,
         render_mode: str | None = None,
     ):
+        """``max_steps``: None is WebEnv's 10, a flow's 10 a page."""
         check_face_args(task, backend)
-        check_task_args(max_steps)
-        self.web = WebEnv(task, backend, max_steps, render_mode, timeout_s)
+        if task in FLOWS:
+            from envs.web.flow import FlowEnv
+
+            self.web: WebEnv = FlowEnv(task, backend, max_steps, render_mode, timeout_s)
+        else:
+            max_steps = 10 if max_steps is None else max_steps
+            check_task_args(max_steps)
+            self.web = WebEnv(task, backend, max_steps, render_mode, timeout_s)
         self.task, self.backend, self.screenshot = task, backend, screenshot
         self.render_mode = render_mode
-        from envs.web.browser import html_dir
-
-        self.url = (html_dir() / f"{task}.html").as_uri()
         self.observation_space = observation_space()
         self.action_space = TextSpace(1024)
         self._chat: list[dict[str, Any]] = []
@@ -282,23 +289,30 @@ class BrowserGymEnv(gym.Env):
             self._crashed = True
         return self.observe(), rewards[AGENT], terms[AGENT], truncs[AGENT], info
 
+    @property
+    def url(self) -> str:
+        """The page shown: its task's HTML file."""
+        from envs.web.browser import html_dir
+
+        return (html_dir() / f"{self.web.page_task}.html").as_uri()
+
     def observe(self) -> dict[str, Any]:
         """The observation dict of the page now shown."""
-        view = self.web.view
+        view, url = self.web.view, self.url
         page = view.page
         if self.backend == "browser" and not self._crashed:
             dom, shot = self._real_page(view)
         else:  # the twin, or a real page lost with its browser
-            dom, shot = model_snapshot(view, self.url), np.zeros((0, 0, 3), np.uint8)
+            dom, shot = model_snapshot(view, url), np.zeros((0, 0, 3), np.uint8)
         self._crashed = False
         return {
             "chat_messages": tuple(dict(m) for m in self._chat),
             "goal": page.utterance,
             "goal_object": ({"type": "text", "text": page.utterance},),
-            "open_pages_urls": (self.url,),
+            "open_pages_urls": (url,),
             "open_pages_titles": (page.title,),
             "active_page_index": np.asarray([0]),
-            "url": self.url,
+            "url": url,
             "screenshot": shot,
             "dom_object": dom,
             "axtree_object": view.axtree(),

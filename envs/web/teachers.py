@@ -59,12 +59,14 @@ class View:
 
     @classmethod
     def read(cls, text: str) -> View:
-        """Reads the lines ``[bid] role 'name' value='...', props`` (names and values are
-        Python string literals, as BrowserGym's ``flatten_axtree_to_str`` prints them)."""
+        """Reads the goal (the lines before the first empty one, a flow's two) and the lines
+        ``[bid] role 'name' value='...', props`` (names and values are Python string literals,
+        as BrowserGym's ``flatten_axtree_to_str`` prints them)."""
         lines = text.splitlines()
-        goal = lines[0].removeprefix("Goal: ") if lines else ""
+        head = lines.index("") if "" in lines else min(len(lines), 1)
+        goal = "\n".join(lines[:head]).removeprefix("Goal: ")
         elements = []
-        for line in lines[1:]:
+        for line in lines[head:]:
             m = _LINE.match(line)
             if m:
                 depth, bid, role, name, value, props = m.groups()
@@ -184,10 +186,12 @@ EXPERTS: dict[str, Policy] = {
 
 
 def experts() -> dict[str, Policy]:
-    """Every scripted expert (the same for ``web/`` and ``websim/`` ids)."""
-    from envs.web import extra  # its modules import this one
+    """Every scripted expert (the same for ``web/`` and ``websim/`` ids), a flow's made of its
+    pages' (:func:`envs.web.flow.expert`)."""
+    from envs.web import FLOWS, extra, flow  # extra's modules import this one
 
-    return {**EXPERTS, **{m.TASK: m.EXPERT for m in extra.modules()}}
+    pages = {**EXPERTS, **{m.TASK: m.EXPERT for m in extra.modules()}}
+    return {**pages, **{f: flow.expert([pages[t] for t in ts]) for f, ts in FLOWS.items()}}
 
 
 @dataclass

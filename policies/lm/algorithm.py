@@ -104,11 +104,11 @@ class LMSettings:
             bad.append(f"eval_every={self.eval_every}, eval_seeds={self.eval_seeds}")
         if self.loss_agg not in AGGREGATIONS:
             bad.append(f"loss_agg={self.loss_agg!r} (one of {', '.join(AGGREGATIONS)})")
-        from envs.web import TWIN_TASKS
+        from envs.web import FLOWS, TWIN_TASKS
 
-        unknown = [t for t in self.tasks if t not in TWIN_TASKS]
+        unknown = [t for t in self.tasks if t not in TWIN_TASKS and t not in FLOWS]
         if unknown:
-            bad.append(f"tasks={unknown} (twin tasks: {', '.join(TWIN_TASKS)})")
+            bad.append(f"tasks={unknown} (twin tasks: {', '.join((*TWIN_TASKS, *FLOWS))})")
         return bad + self.model.problems()
 
     def validate(self) -> None:
@@ -119,14 +119,14 @@ class LMSettings:
 
 def training_tasks(env_id: str, settings: LMSettings) -> list[str]:
     """The run's env's task first, then ``settings.tasks`` (no repeats)."""
-    from envs.web import TWIN_TASKS
+    from envs.web import FLOWS, TWIN_TASKS
 
     family, _, rest = env_id.partition("/")
     task = rest.rsplit("-v", 1)[0]
-    if family != "websim" or task not in TWIN_TASKS:
+    if family != "websim" or (task not in TWIN_TASKS and task not in FLOWS):
         raise AlgorithmMismatch(
             f"the language-model algorithms train on the web twin (websim/<task>-v0, tasks: "
-            f"{', '.join(TWIN_TASKS)}), got {env_id!r}; real pages (web/...) are for "
+            f"{', '.join((*TWIN_TASKS, *FLOWS))}), got {env_id!r}; real pages (web/...) are for "
             "`arena eval`"
         )
     return list(dict.fromkeys([task, *settings.tasks]))

@@ -13,7 +13,9 @@ from envs.web.browser import chrome_missing
 
 # Every id, except that the real web pages (130 ids, one browser class) are covered by a few
 # tasks of each kind; tests/envs/web checks that every page loads.
-WEB_SAMPLE = {f"web/{t}-v1" for t in ("click-test-2", "click-checkboxes", "choose-list")}
+WEB_SAMPLE = {
+    f"web/{t}-v1" for t in ("click-test-2", "click-checkboxes", "choose-list", "flow-email")
+}
 IDS = [
     pytest.param(
         i,
