@@ -408,6 +408,7 @@ def test_lm_algorithms_refuse_other_envs_and_bad_settings(tmp_path):
         Run.create(_cfg("bc", env="web/click-test-2-v1"), out=str(tmp_path))
     with pytest.raises(ConfigError, match="tasks="):
         _cfg("grpo", tasks=["no-such-task"]).validate()
+    _cfg("bc", env="websim/flow-search-v0", tasks=["flow-email"]).validate()  # flows are twins
     with pytest.raises(ConfigError, match="group_size"):
         _cfg("grpo", group_size=1).validate()
     with pytest.raises(ConfigError, match="backend='real'"):
