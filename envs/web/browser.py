@@ -260,9 +260,10 @@ class Browser:
         self.loaded = self.url
 
     def goto(self, task: str) -> None:
-        """Shows ``task``'s page from the next :meth:`reset` on (one browser serves every page
+        """The next :meth:`reset` loads ``task``'s page afresh (one browser serves every page
         of a multi-page flow, :mod:`envs.web.flow`)."""
         self.task, self.url = task, (html_dir() / f"{task}.html").as_uri()
+        self.loaded = None
 
     def close(self) -> None:
         """Quits the browser; kills it if it does not quit in time. Safe to call twice."""

@@ -66,10 +66,8 @@ class FlowEnv(WebEnv):
         super().__init__(tasks[0], backend, max_steps, render_mode, timeout_s)
         from envs.web.twin import task_models
 
-        models = task_models()
-        # One twin a page: the pages themselves on the twin, the goals' source on both.
-        self.twins = [self.page_backend if backend == "twin" else models[tasks[0]]()]
-        self.twins += [models[t]() for t in tasks[1:]]
+        self.models = [task_models()[t] for t in tasks]
+        self.twins = [m() for m in self.models]
         self.flow, self.tasks, self.task = flow, tasks, flow
         self.metadata = {**self.metadata, "name": f"{backend}_{flow}"}
         self.index = self.solved = self.opened_at = 0
@@ -82,6 +80,9 @@ class FlowEnv(WebEnv):
     def _reset_page(self, seed: int) -> Page:
         self.solved = self.opened_at = 0
         self.page_seeds = [page_seed(seed, k) for k in range(len(self.tasks))]
+        # One twin a page, new each episode, as a page a browser opens is new (no widget state
+        # carries over): the pages themselves on the twin, the goals' source on both.
+        self.twins = [m() for m in self.models]
         self.goals = [
             t.reset(s).utterance for t, s in zip(self.twins, self.page_seeds, strict=True)
         ]
@@ -92,7 +93,7 @@ class FlowEnv(WebEnv):
         if self.backend == "twin":
             self.page_backend = self.twins[k]  # reset with the episode
             return self.page_backend.observe()
-        self.page_backend.goto(self.tasks[k])
+        self.page_backend.goto(self.tasks[k])  # loaded afresh
         return super()._reset_page(self.page_seeds[k])
 
     def _solved(self, page: Page) -> tuple[bool, Page]:

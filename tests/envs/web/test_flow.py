@@ -48,23 +48,26 @@ def test_the_expert_solves_every_flow_on_the_twin_page_after_page(flow):
         ]
 
 
-def test_each_page_is_the_single_task_page_of_its_seed_and_the_goal_names_every_page():
-    env = envs.make("websim/flow-search-v0")
-    texts, infos, _ = run(env, "flow-search", 5)
-    single = {t: envs.make(f"websim/{t}-v0") for t in FLOWS["flow-search"]}
-    goals = []
-    for k, task in enumerate(FLOWS["flow-search"]):
-        first = next(i for i, info in enumerate(infos) if info["page"] == k + 1)
-        obs, _ = single[task].reset(options={"task_seed": page_seed(5, k)})
-        goal, tree = obs[AGENT].split("\n\n", 1)
-        goals.append(goal.removeprefix("Goal: "))
-        assert texts[first].split("\n\n", 1)[1] == tree  # the same page, bids and all
-        view = View.read(texts[first])
-        errand, here = view.goal.split("\n")
-        assert here == f"Page {k + 1} of 3 (from step {infos[first]['step'] + 1}): {goals[k]}"
-    assert errand == "3 tasks, one page each, in order: " + " ".join(
-        f"({k}) {g}" for k, g in enumerate(goals, 1)
-    )
+def test_each_page_is_a_fresh_single_task_page_of_its_seed_and_the_goal_names_every_page():
+    """Page k is ``websim/<task>-v0`` at page k's seed, as newly opened (nothing carries over
+    from an earlier episode: book-flight's autocomplete widget would)."""
+    env, pages = envs.make("websim/flow-flight-v0"), FLOWS["flow-flight"]
+    for seed in range(3):
+        texts, infos, _ = run(env, "flow-flight", seed)
+        goals = []
+        for k, task in enumerate(pages):
+            first = next(i for i, info in enumerate(infos) if info["page"] == k + 1)
+            single = envs.make(f"websim/{task}-v0")
+            obs, _ = single.reset(options={"task_seed": page_seed(seed, k)})
+            goal, tree = obs[AGENT].split("\n\n", 1)
+            goals.append(goal.removeprefix("Goal: "))
+            assert texts[first].split("\n\n", 1)[1] == tree  # the same page, bids and all
+            errand, here = View.read(texts[first]).goal.split("\n")
+            opened = infos[first]["step"] + 1
+            assert here == f"Page {k + 1} of 3 (from step {opened}): {goals[k]}"
+        assert errand == "3 tasks, one page each, in order: " + " ".join(
+            f"({k}) {g}" for k, g in enumerate(goals, 1)
+        )
 
 
 def test_episodes_are_deterministic_by_seed_and_pickle_mid_flow():
