@@ -3,7 +3,9 @@
     .venv/bin/python bench/web_flows.py [--twin 500] [--real 10] [--error-rate 0.1]
 
 One JSON line per flow and backend: success, reward, steps per episode, the share of pages
-solved (partial credit), episodes/s; ``slip`` lines are the expert clicking a random element
+solved (partial credit), episodes per second of wall time and per CPU-second of this process
+(the twin's cost on a shared machine; a browser's work is in Chromium's processes);
+``slip`` lines are the expert clicking a random element
 ``--error-rate`` of the time (as ``arena web traces --error-rate``).
 """
 
@@ -26,7 +28,7 @@ def measure(env_id: str, flow: str, seeds: int, error_rate: float) -> dict:
     env = envs.make(env_id)
     env.reset(seed=0)  # a browser starts here, outside the timing
     rewards, steps, share = [], [], []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for seed in range(seeds):
         teacher, history = ScriptedTeacher(flow, error_rate, seed), []
         obs, _ = env.reset(seed=seed, options={"task_seed": seed})
@@ -36,7 +38,7 @@ def measure(env_id: str, flow: str, seeds: int, error_rate: float) -> dict:
         rewards.append(rew[AGENT])
         steps.append(len(history))
         share.append(info[AGENT]["pages_solved"] / info[AGENT]["pages"])
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     env.close()
     return {
         "env": env_id,
@@ -47,6 +49,7 @@ def measure(env_id: str, flow: str, seeds: int, error_rate: float) -> dict:
         "steps_per_episode": round(float(np.mean(steps)), 2),
         "pages_solved_share": round(float(np.mean(share)), 3),
         "episodes_per_s": round(seeds / dt, 2),
+        "episodes_per_cpu_s": round(seeds / cpu, 2),  # this process's (not Chromium's)
     }
 
 

@@ -7,7 +7,9 @@ MiniWoB++ pages. ``websim/flow-<name>-v0`` runs the pages' twins, ``web/flow-<na
 real pages in one headless Chromium, which opens the next task's page when a page is solved.
 
 - Page k's seed derives from the episode seed (:func:`page_seed`), so an episode is the same
-  errand on both backends.
+  errand on both backends. Each page opens afresh (new twins each episode; a page load in the
+  browser, which, if it fails twice, raises :class:`envs.web.browser.BrowserError` from
+  ``step`` as from ``reset``).
 - The goal names the whole errand, every page's own goal in order; the line under it says
   which page is shown and from which step (``Page 2 of 3 (from step 4): ...``)::
 
