@@ -187,7 +187,7 @@ def experts() -> dict[str, Policy]:
     """Every scripted expert (the same for ``web/`` and ``websim/`` ids)."""
     from envs.web import extra  # its modules import this one
 
-    return {**EXPERTS, **{m.TASK: m.EXPERT for m in extra.modules()}}
+    return {**EXPERTS, **extra.experts()}
 
 
 @dataclass
