@@ -19,7 +19,6 @@ def modules() -> list:
     return [importlib.import_module(f"envs.web.extra.{name}") for name in MODULES]
 
 
-
 def _each(module, many: str, one: str) -> dict:
     if hasattr(module, many):
         return getattr(module, many)
