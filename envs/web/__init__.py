@@ -52,8 +52,8 @@ TWIN_TASKS = (
     "click-test", "click-test-2", "click-button", "click-button-sequence", "click-link",
     "click-checkboxes", "click-option", "enter-text", "enter-text-2", "enter-password",
     "login-user", "focus-text", "focus-text-2", "choose-list", "click-tab-2", "click-dialog",
-    "email-inbox", "social-media", "search-engine", "book-flight-nodelay", "use-autocomplete",
-    "navigate-tree",
+    "email-inbox", "social-media", "search-engine", "book-flight-nodelay", "book-flight",
+    "use-autocomplete", "navigate-tree",
 )  # fmt: skip
 """Tasks the twin models (``envs.web.twin.task_models()``; a test checks they agree)."""
 

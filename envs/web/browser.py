@@ -138,14 +138,22 @@ if (core.cover_div) core.cover_div.onclick = null;
 """
 
 SETTLE_JS = """
-// Lets the page run the timeouts due within SETTLE_MS of the action (a widget's typing delay,
-// a fade, a zero-delay refresh) before it is read: the observation is the page once settled,
-// not a snapshot that depends on how fast the agent acted.
+// Lets the page run the timeouts and finish the jQuery animations due within SETTLE_MS of the
+// action (a widget's typing delay, a fade, a zero-delay refresh) before it is read: the
+// observation is the page once settled, not a snapshot that depends on how fast the agent
+// acted. jQuery ticks its animations outside the timeout ledger (the pages' jQuery 1.12: one
+// setInterval); each running one is due at its start plus its duration (jQuery.timers[i].anim).
 var done = arguments[arguments.length - 1], deadline = Date.now() + arguments[0];
 var pending = window.__arenaTimers || {}, wait = window.__arenaSetTimeout || setTimeout;
 (function check() {
-  var next = Infinity;
+  var next = Infinity, timers = (window.jQuery && window.jQuery.timers) || [];
   for (var id in pending) next = Math.min(next, pending[id]);
+  for (var i = 0; i < timers.length; i++) {
+    var anim = timers[i].anim;
+    if (anim && typeof anim.duration === 'number') {
+      next = Math.min(next, anim.startTime + anim.duration);
+    }
+  }
   if (next > deadline) wait(function () { done(); }, 0);
   else wait(check, Math.max(0, next - Date.now()) + 1);
 })();

@@ -190,7 +190,7 @@ def experts() -> dict[str, Policy]:
     pages' (:func:`envs.web.flow.expert`)."""
     from envs.web import FLOWS, extra, flow  # extra's modules import this one
 
-    pages = {**EXPERTS, **{m.TASK: m.EXPERT for m in extra.modules()}}
+    pages = {**EXPERTS, **extra.experts()}
     return {**pages, **{f: flow.expert([pages[t] for t in ts]) for f, ts in FLOWS.items()}}
 
 

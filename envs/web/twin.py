@@ -66,6 +66,16 @@ def generate_string(rng: JSRandom, lo: int, hi: int | None = None) -> str:
     return "".join(rng.sample(ALPHANUMERIC) for _ in range(n))
 
 
+def settled_within(ms: float, what: str) -> None:
+    """The twin shows a page once its timeouts and animations have run, as the browser
+    backend reads it (it waits for those due within ``SETTLE_MS``); a longer one would show
+    or not depending on how long the agent took, which no twin can know."""
+    from envs.web.browser import SETTLE_MS
+
+    if not 0 <= ms < SETTLE_MS:
+        raise ValueError(f"{what} of {ms} ms: the twin models only delays under {SETTLE_MS} ms")
+
+
 @functools.cache
 def page_title(task: str) -> str:
     """The ``<title>`` of the task's HTML page."""
@@ -163,6 +173,11 @@ class TwinTask:
                 if handler is not None:
                     handler(node)
 
+    def under_pointer(self, node: Node) -> Node:
+        """What a second click at ``node``'s place meets after the first changed the page
+        (``node`` itself unless a page redraws or hides what was there)."""
+        return node
+
     def click(self, node: Node) -> None:
         if node.tag == "option":  # picks the option, as the browser does
             select = next((n for n in self._path(node) if n.tag == "select"), None)
@@ -210,6 +225,7 @@ class TwinTask:
             self.click(target)
         elif name == "dblclick":
             self.click(target)
+            target = self.under_pointer(target)
             self.click(target)
             self.fire(target, "dblclick")
         elif name == "hover":
@@ -217,9 +233,17 @@ class TwinTask:
         elif name == "focus":
             self.set_focus(target)
         elif name in ("fill", "clear"):
+            # fill is WebDriver's clear, then its send_keys. Its clear leaves an empty field
+            # alone; else it focuses the field, empties it and blurs it (no key events).
+            if target.value:
+                self.set_focus(target)
+                target.value = ""
+                self.set_focus(None)
+            if name == "clear":
+                return None
             self.set_focus(target)
-            target.value = args[1] if name == "fill" else ""
-            if target.value:  # WebDriver's clear types nothing: no key events
+            target.value = args[1]
+            if target.value:  # send_keys('') types nothing
                 self.fire(target, "input")
                 self.fire(target, "keyup", "")
         elif name == "select_option":
@@ -625,7 +649,7 @@ def task_models() -> dict[str, type[TwinTask]]:
     """Every twin task: the small pages above and each :mod:`envs.web.extra` module's."""
     from envs.web import extra  # its modules build on this one
 
-    models = {**TASKS, **{m.TASK: m.MODEL for m in extra.modules()}}
+    models = {**TASKS, **extra.models()}
     for name, cls in models.items():
         cls.name = name
     return models

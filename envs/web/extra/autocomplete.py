@@ -13,16 +13,26 @@ from collections.abc import Callable
 
 from envs.web.page import Node, el
 from envs.web.seedrandom import JSRandom
-from envs.web.twin import TwinTask
+from envs.web.twin import TwinTask, settled_within
 
 
 class Autocomplete:
     """A field's autocomplete: its menu of matches and its screen-reader live region.
 
-    ``source(term)`` gives the labels the page's source answers for ``term``.
+    ``source(term)`` gives the labels the page's source answers for ``term``. ``delay_ms`` is
+    the widget's ``delay`` option (300 by default): it searches that long after the last key.
+    The browser backend runs such timeouts before it reads the page (under
+    :data:`envs.web.browser.SETTLE_MS`), so the twin searches at once and shows the same page.
     """
 
-    def __init__(self, page: AutocompletePage, field: Node, source: Callable[[str], list[str]]):
+    def __init__(
+        self,
+        page: AutocompletePage,
+        field: Node,
+        source: Callable[[str], list[str]],
+        delay_ms: int = 300,
+    ):
+        settled_within(delay_ms, "an autocomplete's delay")
         self.page, self.field, self.source = page, field, source
         self.menu = el("ul")
         self.menu.hidden = True
@@ -165,7 +175,7 @@ class AutocompletePage(TwinTask):
 
     def act(self, action, target):
         error = super().act(action, target)
-        for s in self.suggest:
-            if action.name in ("fill", "clear") and target is s.field:
+        for s in self.suggest:  # it searches after typing (a clear types nothing)
+            if action.name == "fill" and action.args[1] and target is s.field:
                 s.search()
         return error

@@ -120,3 +120,46 @@ def test_a_pickled_twin_resumes_at_every_step(task):
             action = teacher.act(env.render(), history).action
             history.append(action)
             assert step(clone, action) == step(env, action)
+
+
+def bid(text: str, line: str) -> str:
+    return re.search(rf"\[(\w+)\] {line}", text).group(1)
+
+
+def test_webdrivers_clear_blurs_the_field_it_empties_and_leaves_an_empty_one_alone():
+    """chromedriver's clear: an empty field is left as it is; else it is focused, emptied and
+    blurred (tests/envs/web/test_browser.py: the real page agrees on such sequences)."""
+    env = envs.make("websim/book-flight-v0")
+    obs, _ = env.reset(seed=0)
+    origin = bid(obs[AGENT], "textbox 'From:'")
+    obs, *_ = step(env, f"click('{origin}')")
+    assert "textbox 'From:', focused" in obs
+    obs, *_ = step(env, f"clear('{origin}')")  # empty: focus stays
+    assert "textbox 'From:', focused" in obs
+    obs, *_ = step(env, f"fill('{origin}', 'Aber')")
+    assert "textbox 'From:' value='Aber', focused" in obs and "1 result is available" in obs
+    obs, *_ = step(env, f"clear('{origin}')")  # the blur closes the menu
+    assert "textbox 'From:'\n" in obs and "Aberdeen, SD" not in obs
+
+
+def test_book_flights_delays_are_parameters_of_one_model_and_must_settle():
+    from envs.web.extra.book_flight import BookFlight, BookFlightDelayed
+
+    assert issubclass(BookFlightDelayed, BookFlight)
+    assert (BookFlight.delay_ms, BookFlight.fade_ms) == (0, 0)
+    assert (BookFlightDelayed.delay_ms, BookFlightDelayed.fade_ms) == (300, 200)
+    slow = type("Slow", (BookFlight,), {"fade_ms": 600})
+    with pytest.raises(ValueError, match="only delays under 600 ms"):
+        slow()
+
+
+def test_a_double_click_on_prev_meets_the_redrawn_link():
+    """The second click lands on the Prev the first click drew: disabled in October."""
+    env = envs.make("websim/book-flight-v0")
+    obs, _ = env.reset(seed=0)
+    date = bid(obs[AGENT], "textbox ''")
+    obs, *_ = step(env, f"click('{date}')")  # the picker opens on December
+    obs, *_ = step(env, "dblclick('" + bid(obs, "link 'Prev'") + "')")
+    assert "StaticText 'October'" in obs
+    obs, *_ = step(env, "dblclick('" + bid(obs, "link 'Prev'") + "')")
+    assert "StaticText 'October'" in obs and "link '31'" in obs
