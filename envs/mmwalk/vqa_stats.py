@@ -150,7 +150,8 @@ def answer_form(category: str, answer: str) -> str:
             (
                 ("high", r"high[- ]risk|highly risky|high risk"),
                 ("moderate", r"moderate"),
-                ("low", r"low[- ]risk|low risk|relatively low|safe"),
+                ("high", r"\bunsafe\b|\bnot (very |entirely )?safe\b"),  # before "safe" below
+                ("low", r"low[- ]risk|relatively low|\bsafe\b"),
             ),
             "none",
         )

@@ -37,6 +37,9 @@ def test_normalising_and_sub_types_by_hand():
     )
     assert vqa_stats.answer_form("M3", "The dog view shows more than the walker view.") == "dog"
     assert vqa_stats.answer_form("H1", "The scenario is considered moderate risk.") == "moderate"
+    assert vqa_stats.answer_form("H1", "It is safe to walk on.") == "low"
+    for unsafe in ("Crossing here is unsafe.", "The road is not safe now."):
+        assert vqa_stats.answer_form("H1", unsafe) == "high", unsafe  # not "safe"'s low
     pairs = [("What is the weather now?", "Sunny.")] * 3 + [("What is the current action?", "x")]
     s = vqa_stats.category_stats("E1", pairs)
     assert s["phrasings_per_500"] == 2.0 and s["top_phrasing_share"] == 0.75
