@@ -3,8 +3,6 @@ reported where a trace has them, the stated stand-in where it has none, the teac
 as a ratio of the student's (or outright, not both)."""
 
 import json
-import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -19,7 +17,7 @@ from policies.lm.teacher import (
     teacher_params,
 )
 from policies.lm.turns import read_traces
-from tests.envs.web.test_traces import _Chat
+from tests.envs.web.test_traces import _Chat, chat_teacher
 
 TINY = StudentSettings(kind="tiny")
 
@@ -32,15 +30,9 @@ def _chatml_bytes(role: str, content: str) -> int:
 
 def test_the_bill_is_the_usage_the_teacher_recorded(tmp_path):
     # an OpenAI-compatible teacher reporting 100 prompt + 10 completion tokens a request
-    _Chat.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/v1"
+    with chat_teacher() as url:
         write_traces(["websim/login-user-v0"], 2, tmp_path, TeacherSpec("openai", url=url,
                      model="m", params=1.0))  # fmt: skip
-    finally:
-        server.shutdown()
     steps, total = read_traces(tmp_path, successes_only=False)
     assert total == len(steps) == len(_Chat.seen) > 2
     bill = teacher_bill(steps, Student.build(TINY), 7e9)

@@ -1,6 +1,7 @@
 """Teacher traces: written whole, resumed after a kill, and an OpenAI-compatible teacher
 tested against a local chat-completions server."""
 
+import contextlib
 import json
 import socket
 import threading
@@ -99,16 +100,24 @@ class _Chat(BaseHTTPRequestHandler):
         pass
 
 
-def test_openai_teacher_against_a_local_server(tmp_path):
+@contextlib.contextmanager
+def chat_teacher():
+    """A local OpenAI-compatible teacher answering as :class:`_Chat` does; yields its base URL
+    (the requests it got are in ``_Chat.seen``) and shuts it down after."""
     _Chat.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}/v1"
-        spec = TeacherSpec("openai", url=url, model="tiny", temperature=0.5, params=1e6)
-        result = write_traces(["websim/login-user-v0"], 3, tmp_path, spec)
+        yield f"http://127.0.0.1:{server.server_port}/v1"
     finally:
         server.shutdown()
+        server.server_close()
+
+
+def test_openai_teacher_against_a_local_server(tmp_path):
+    with chat_teacher() as url:
+        spec = TeacherSpec("openai", url=url, model="tiny", temperature=0.5, params=1e6)
+        result = write_traces(["websim/login-user-v0"], 3, tmp_path, spec)
     assert result["successes"] == 3
     rows = [json.loads(line) for line in (tmp_path / "traces.jsonl").read_text().splitlines()]
     assert rows[0]["teacher"] == "openai:tiny"
