@@ -12,6 +12,8 @@
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
     arena web traces --tasks T ... [--teacher scripted|openai] [--backend twin|browser]
                 [--episodes N] [--error-rate P] [--workers N] --out DIR
+    arena web prm-data (--tasks T ... | --traces FILE) [--episodes N] [--seed S]
+                [--error-rate P] [--rejected K] [--pair-seed S] --out DIR
     arena volleyball demos [--episodes N] [--batch N] [--seed S] --out FILE.npz
     arena sweep NAME [--samples N] [--max-concurrent K] [--address A] [--out DIR] [--resume]
                 [--set key=value ...]
