@@ -113,6 +113,12 @@ class QSettings:
     """TD(lambda) targets; 0: one-step targets."""
     loss_scale: float = 1.0
     """Multiplies the mean squared TD error (pymarl2 halves it)."""
+    hysteresis: float = 1.0
+    """Hysteretic Q-learning (Matignon, Laurent & Le Fort-Piat, IROS 2007; deep and
+    recurrent as Omidshafiei et al.'s Dec-HDRQN, ICML 2017): a TD error that lowers a value
+    (the target below the estimate) is learnt at this fraction of the rate of one that raises
+    it, beta / alpha, so an independent learner is not dragged down by its partners'
+    exploration. 1: plain Q-learning; Matignon et al. used alpha 0.1, beta 0.01 (0.1)."""
     mixing_embed_dim: int = 32
     """QMIX: width of the mixing network."""
     hypernet_layers: int = 2
@@ -136,7 +142,7 @@ class QSettings:
 
     def validate(self) -> None:
         floats = ("lr", "optim_alpha", "optim_eps", "gamma", "grad_norm_clip", "tau")
-        floats += ("epsilon_start", "epsilon_finish", "td_lambda", "loss_scale")
+        floats += ("epsilon_start", "epsilon_finish", "td_lambda", "loss_scale", "hysteresis")
         checks = {
             "preset": self.preset in ("", *PRESETS),
             "lr": 0 < self.lr <= 1,
@@ -155,6 +161,7 @@ class QSettings:
             "epsilon_anneal_time": self.epsilon_anneal_time > 0,
             "td_lambda": 0 <= self.td_lambda <= 1,
             "loss_scale": 0 < self.loss_scale <= 1e3,  # a coefficient, as PPO's (<= 1e3)
+            "hysteresis": 0 <= self.hysteresis <= 1,
             "mixing_embed_dim": 0 < self.mixing_embed_dim <= 4096,
             "hypernet_layers": self.hypernet_layers in (1, 2),
             "hypernet_embed": 0 < self.hypernet_embed <= 4096,
@@ -172,7 +179,8 @@ class QSettings:
             raise ValueError(
                 f"bad value for {', '.join(bad)} (sizes and clips positive, lr, tau and optim_eps "
                 "in (0, 1], loss_scale in (0, 1e3], "
-                "gamma in (0, 1]; epsilons and td_lambda in [0, 1]; batch_size <= buffer_size <= "
+                "gamma in (0, 1]; epsilons, td_lambda and hysteresis in [0, 1]; batch_size <= "
+                "buffer_size <= "
                 "10,000,000; optimizer rmsprop or adam; team_reward mean or sum; preset one of "
                 f"{list(PRESETS)})"
             )

@@ -12,7 +12,9 @@ TD(lambda) as pymarl2's ``NQLearner``, hijkzzz/pymarl2 ``src/learners/nq_learner
    learns its own Q from the team reward), their sum (VDN) or QMIX's monotonic network of
    the state;
 4. targets ``r_t + gamma Q'_tot(t+1)`` (0 after a terminal step), or their TD(lambda) mix,
-   and the mean squared TD error over the steps the episodes really had;
+   and the mean squared TD error over the steps the episodes really had (with
+   ``hysteresis`` < 1, the errors of estimates above their targets weigh that much:
+   hysteretic Q-learning);
 5. one optimiser step, the gradient clipped by the global norm of all parameters together;
    target networks copied every ``target_update_interval`` episodes (or moved by ``tau``).
 """
@@ -116,7 +118,9 @@ class QLearner(TorchLearner):
         ).detach()
         td = chosen_q - targets
         weight = mask if td.dim() == 2 else mask[..., None].expand_as(td)
-        loss = s["loss_scale"] * (td.pow(2) * weight).sum() / weight.sum()
+        # hysteretic Q-learning: an estimate above its target moves at hysteresis x the rate
+        step = torch.where(td > 0, s["hysteresis"], 1.0) * td.pow(2)
+        loss = s["loss_scale"] * (step * weight).sum() / weight.sum()
         cells = weight.sum()
         n_agents = 1 if td.dim() == 2 else td.shape[-1]
         stats = {

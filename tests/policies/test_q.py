@@ -222,7 +222,7 @@ def test_mixers_refuse_what_they_cannot_mix():
     "knob, value",
     [("lr", 1e30), ("lr", 0.0), ("batch_size", 0), ("batch_size", 6000), ("buffer_size", 10**9),
      ("epsilon_finish", 1.5), ("td_lambda", -0.1), ("optimizer", "sgd"), ("hypernet_layers", 3),
-     ("team_reward", "max"), ("gamma", float("nan")), ("batch_size_run", 0)],
+     ("team_reward", "max"), ("gamma", float("nan")), ("batch_size_run", 0), ("hysteresis", 1.5), ("hysteresis", -0.1)],
 )  # fmt: skip
 def test_bad_settings_are_refused_with_their_name(knob, value):
     s = QSettings(**{knob: value})

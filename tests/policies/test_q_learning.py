@@ -20,6 +20,12 @@ is monotonic in each agent's value): it settles on (c, c) = 5 on 10 of 10 seeds 
 QMIX 5 on every seed in the climbing game, 2 except seeds 1 and 8 (10) in the penalty game.
 (With twice the episodes QMIX reached 6 on seed 5 and 11 on seed 8 of the climbing game.)
 
+Hysteretic IQL (``hysteresis`` 0.1: an estimate above its target moves at a tenth of the rate)
+learns each action's value near the best its partners give: the fixed point of
+``sum_j w_j (r_j - Q) = 0`` over the partner's uniform actions, with ``w_j`` 1 above Q and 0.1
+below, is a: 6.7, b: 4.8, c: 4.2 in the climbing game, so it climbs to (a, a) = 11 where IQL
+stops at 5. Without the hysteresis (1.0) that same run is IQL's and ends at 5.
+
 A learner whose TD target has its sign flipped fails the learning tests; a mixer without the
 abs on its weights fails ``test_q.py::test_qmix_is_monotonic_in_every_agents_q_value``.
 """
@@ -96,3 +102,9 @@ def test_matrix_games_end_where_the_literature_says(ray_session, name, game, rea
     """The optimum is 11 (climbing) and 10 (penalty); see the module docstring for why each
     algorithm settles below it."""
     assert greedy_return(name, f"test/{game}-v0", MATRIX, iterations=2) == reached
+
+
+def test_hysteretic_iql_climbs_to_the_optimum_iql_misses(ray_session):
+    """The module docstring: hysteresis 0.1 on the climbing game gives (a, a) = 11."""
+    hysteretic = {**MATRIX, "hysteresis": 0.1}
+    assert greedy_return("iql", "test/climbing-v0", hysteretic, iterations=2) == 11.0
