@@ -40,6 +40,7 @@ FAMILIES = (
     "envs.web",
     "envs.mmwalk",
     "envs.matrix",
+    "envs.predprey",
 )
 PLUGINS = "arena.envs"
 """Entry-point group of envs that higher layers define (an env hosting trained policies, such
