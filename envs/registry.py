@@ -33,7 +33,15 @@ Ref = str | Callable[..., Any]
 """A callable, or where to import it from: ``"package.module:attr"``."""
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+/[A-Za-z0-9_][A-Za-z0-9_-]*-v\d+$")  # MiniWoB++ names hold "-"
-FAMILIES = ("envs.mpe", "envs.smac", "envs.volleyball", "envs.web", "envs.mmwalk")
+FAMILIES = (
+    "envs.mpe",
+    "envs.smac",
+    "envs.volleyball",
+    "envs.web",
+    "envs.mmwalk",
+    "envs.matrix",
+    "envs.predprey",
+)
 PLUGINS = "arena.envs"
 """Entry-point group of envs that higher layers define (an env hosting trained policies, such
 as the learned high level of ``training.hierarchy``): each entry point names a function that

@@ -28,6 +28,11 @@ IDS = [
 ]
 
 
+# Families whose episodes never depend on the seed: a normal-form game has no randomness (its
+# observation is a constant), so two seeds must give the same start.
+SEED_FREE = {"matrix"}
+
+
 @pytest.mark.parametrize("env_id", IDS)
 def test_parallel_api(env_id):
     parallel_api_test(envs.make(env_id), num_cycles=50)
@@ -91,7 +96,9 @@ def test_reset_is_deterministic_by_seed_and_pickles(env_id):
         )  # noqa: E731
 
     np.testing.assert_array_equal(flat(a), flat(b))
-    if isinstance(next(iter(a.values())), str):
+    if envs.spec(env_id).family in SEED_FREE:
+        np.testing.assert_array_equal(flat(a), flat(c))
+    elif isinstance(next(iter(a.values())), str):
         # A page may read the same for two seeds (click-test's one button): the episodes
         # differ in the page seed drawn.
         assert clone.seed == _page_seed(env_id, 3) != _page_seed(env_id, 4)
