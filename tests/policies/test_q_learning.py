@@ -101,10 +101,10 @@ def test_value_based_agents_learn_the_masked_grid(ray_session, name):
 def test_matrix_games_end_where_the_literature_says(ray_session, name, game, reached):
     """The optimum is 11 (climbing) and 10 (penalty); see the module docstring for why each
     algorithm settles below it."""
-    assert greedy_return(name, f"test/{game}-v0", MATRIX, iterations=2) == reached
+    assert greedy_return(name, f"matrix/{game}-v0", MATRIX, iterations=2) == reached
 
 
 def test_hysteretic_iql_climbs_to_the_optimum_iql_misses(ray_session):
     """The module docstring: hysteresis 0.1 on the climbing game gives (a, a) = 11."""
     hysteretic = {**MATRIX, "hysteresis": 0.1}
-    assert greedy_return("iql", "test/climbing-v0", hysteretic, iterations=2) == 11.0
+    assert greedy_return("iql", "matrix/climbing-v0", hysteretic, iterations=2) == 11.0
