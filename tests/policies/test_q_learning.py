@@ -15,10 +15,10 @@ not the optimum (a, a) = 11 (relative overgeneralisation); in the penalty game (
 -100 next to each optimum drags a and c to -30 and they settle on the safe (b, b) = 2. VDN's
 team value is a sum of per-agent values, which cannot hold the payoff table, so its greedy
 joint action is the same. QMIX's monotonic mix cannot represent these tables either (neither
-is monotonic in each agent's value): it settles on (c, c) = 5 on 10 of 10 seeds and on (b, b)
-= 2 on 8 of 10. Seeds 0-9 (1,000 one-step episodes): IQL 5 and 2 on every seed, VDN likewise;
-QMIX 5 on every seed in the climbing game, 2 except seeds 1 and 8 (10) in the penalty game.
-(With twice the episodes QMIX reached 6 on seed 5 and 11 on seed 8 of the climbing game.)
+is monotonic in each agent's value): it settles on (c, c) = 5 on 9 of 10 seeds and on (b, b)
+= 2 on 8 of 10. Seeds 0-9 (1,000 one-step episodes of ``matrix/climbing-v0`` and
+``matrix/penalty-v0``): IQL 5 and 2 on every seed, VDN likewise; QMIX 5 in the climbing game
+except seed 8 (0: a miscoordinated pair), 2 except seeds 1 and 8 (10) in the penalty game.
 
 Hysteretic IQL (``hysteresis`` 0.1: an estimate above its target moves at a tenth of the rate)
 learns each action's value near the best its partners give: the fixed point of
