@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,22 +43,16 @@ def play(
     totals, per_agent, wins, lengths, frames = [], {a: [] for a in env.possible_agents}, [], [], []
     facts: dict[str, list[float]] = {}
     for ep in range(episodes):
-        obs, infos = env.reset(seed=seed + ep)
-        if reset is not None:
-            reset()
         ret = dict.fromkeys(env.possible_agents, 0.0)
         n, won, last_info = 0, None, {}
-        while env.agents:
-            if render and ep == 0:
-                frames.append(env.render())
-            state = env.state() if hasattr(env, "state") else None
-            obs, rew, term, trunc, infos = env.step(act(obs, state))
+        before = (lambda: frames.append(env.render())) if render and ep == 0 else None
+        for step in episode_steps(env, act, seed + ep, reset, before):
+            rew, infos = step.rewards, step.infos
             for a, r in rew.items():
                 ret[a] += float(r)
             n += 1
+            won = battle_won(infos, won)
             for info in infos.values():
-                if "battle_won" in info:
-                    won = bool(info["battle_won"])
                 last_info = info or last_info
         for key, value in last_info.items():  # the env's episode facts (e.g. volleyball's bumps)
             if (
@@ -96,6 +91,45 @@ def play(
     return summary
 
 
+class Step(NamedTuple):
+    """One step of an episode: what the agents saw (``obs``, the env's global ``state`` or
+    None), what they did, and what the env gave back."""
+
+    obs: dict
+    state: Any
+    actions: dict
+    rewards: dict
+    terminations: dict
+    truncations: dict
+    infos: dict
+    next_obs: dict
+
+
+def battle_won(infos: dict, won: bool | None = None) -> bool | None:
+    """Whether a step's infos report the battle won (SMAC's ``battle_won``), else ``won``."""
+    for info in infos.values():
+        if "battle_won" in info:
+            won = bool(info["battle_won"])
+    return won
+
+
+def episode_steps(env, act, seed: int, reset=None, before=None):
+    """The steps of one episode of ``env`` reset with ``seed``, every agent acting by
+    ``act(obs, state)`` (``reset()`` called first, for recurrent policies; ``before()`` before
+    each step, e.g. to render): ``arena eval`` and ``arena record`` play through this."""
+    obs, _ = env.reset(seed=seed)
+    if reset is not None:
+        reset()
+    while env.agents:
+        if before is not None:
+            before()
+        state = env.state() if hasattr(env, "state") else None
+        actions = act(obs, state)
+        nxt, rew, term, trunc, infos = env.step(actions)
+        yield Step(obs, state, actions, rew, term, trunc, infos, nxt)
+        obs = nxt
+
+
 def write_animation(frames: list, path: str | Path, fps: float) -> str:
     """Writes RGB frames as an MP4 (H.264 through imageio-ffmpeg's binary) or, for any other
     suffix, a looping GIF; returns the path."""
@@ -118,6 +152,10 @@ def random_actor(env_id: str, env_args: dict, seed: int):
     env = envs.make(env_id, **env_args)
     rng = np.random.default_rng(seed)
 
+    def reseed(s: int) -> None:  # arena record: each episode's draws from its own seed
+        nonlocal rng
+        rng = np.random.default_rng(s)
+
     def act(obs, state):
         out = {}
         for a, o in obs.items():
@@ -129,6 +167,7 @@ def random_actor(env_id: str, env_args: dict, seed: int):
                 out[a] = space.sample()
         return out
 
+    act.reseed = reseed
     return act
 
 
