@@ -92,6 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--json", action="store_true")
     v.set_defaults(arena_handler="training.commands:run_eval")
     _register_crossplay(sub)
+    _register_record(sub)
     _register_hierarchy(sub)
     _register_vqa(sub)
 
@@ -300,6 +301,84 @@ def run_demo(args) -> int:
     print(f"  config.yaml, metrics.csv, checkpoints/, eval.json, {gif.name}")
     print(f"  tensorboard --logdir {run / 'tb'}")
     print(f"  arena eval {run}; arena serve {run}")
+    return 0
+
+
+def _register_record(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "record",
+        help="record a policy's episodes as an offline dataset (Parquet, with a card)",
+        description="Plays SOURCE (a run directory, or 'random') for --episodes episodes with "
+        "--workers Ray actors and writes every step to Parquet through Ray Data, shard by "
+        "shard; the same command again finishes a killed recording. --mix A B builds ODIS's "
+        "medium-expert from a medium and an expert set (docs/offline.md).",
+    )
+    r.add_argument("source", nargs="?", help="a run directory, or 'random'")
+    r.add_argument("--env", help="env id (random needs it; a run's is its own)")
+    r.add_argument(
+        "--episodes",
+        type=int,
+        help="episodes to record (default 100; with --mix: "
+        "the total, default the smallest source's size)",
+    )
+    r.add_argument("--out", required=True, help="the dataset folder")
+    r.add_argument("--workers", type=int, default=1, help="Ray actors playing at once")
+    r.add_argument(
+        "--shard-episodes",
+        type=int,
+        default=100,
+        dest="shard_episodes",
+        help="episodes per Parquet shard (the unit of resume)",
+    )
+    r.add_argument("--seed", type=int, default=0, help="episode i is played from seed S + i")
+    r.add_argument("--quality", help="the label of the policy: expert, medium or poor")
+    r.add_argument("--explore", action="store_true", help="sample actions instead of greedy")
+    r.add_argument("--checkpoint", metavar="iter_N", help="the run's checkpoint (default latest)")
+    r.add_argument(
+        "--mix",
+        nargs="+",
+        metavar="DATASET",
+        help="mix these datasets in equal parts (ODIS's medium-expert)",
+    )
+    r.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    r.add_argument("--json", action="store_true", help="print the card as JSON")
+    r.set_defaults(arena_handler="training.commands:run_record")
+
+
+def run_record(args) -> int:
+    import sys
+
+    from training import record
+
+    if args.mix:
+        if args.source or args.env:
+            raise record.RecordError("--mix takes datasets, not a SOURCE or --env")
+        card = record.mix(args.mix, args.out, args.episodes, args.quality, args.address)
+    else:
+        if not args.source:
+            raise record.RecordError("record needs a SOURCE (a run directory or 'random')")
+
+        def progress(done, total):
+            print(f"shard {done}/{total} written", file=sys.stderr)
+
+        card = record.record(
+            args.source,
+            args.out,
+            env=args.env,
+            episodes=100 if args.episodes is None else args.episodes,
+            workers=args.workers,
+            shard_episodes=args.shard_episodes,
+            seed=args.seed,
+            quality=args.quality,
+            explore=args.explore,
+            checkpoint=args.checkpoint,
+            address=args.address,
+            progress=progress,
+        )
+    if args.json:
+        print(json.dumps(card, indent=2))
+    else:
+        print(f"{record.describe(card)}  ->  {args.out}")
     return 0
 
 
