@@ -93,7 +93,13 @@ def policy_source(source: str, env: str | None, checkpoint: str | None = None) -
             raise RecordError("recording the random policy needs --env ID")
         envs.spec(env)
         return {"kind": "random", "env": env, "env_args": {}}
-    from training.checkpoints import RunError, checkpoint_meta, latest_checkpoint, load_config
+    from training.checkpoints import (
+        CHECKPOINT_NAME,
+        RunError,
+        checkpoint_meta,
+        latest_checkpoint,
+        load_config,
+    )
 
     run = Path(source)
     if not run.is_dir():
@@ -101,6 +107,8 @@ def policy_source(source: str, env: str | None, checkpoint: str | None = None) -
     cfg = load_config(run)
     if env and env != cfg.env:
         raise RecordError(f"{run} was trained on {cfg.env}, not --env {env}")
+    if checkpoint and not CHECKPOINT_NAME.match(checkpoint):
+        raise RunError(f"--checkpoint {checkpoint[:80]!r}: a checkpoint of the run is iter_N")
     ckpt = run / "checkpoints" / checkpoint if checkpoint else latest_checkpoint(run)
     if not (ckpt / "arena.json").is_file():
         raise RunError(f"{ckpt} is not a complete checkpoint of {run}")

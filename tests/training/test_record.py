@@ -111,6 +111,15 @@ def test_a_trained_run_is_recorded_greedily(tiny_run, tmp_path):
     check_card_numbers(got, card)
 
 
+def test_a_run_checkpoint_must_be_one_of_its_own(tiny_run, tmp_path, capsys):
+    argv = ["record", str(tiny_run), "--out", str(tmp_path / "s"), "--checkpoint", "../../x"]
+    assert "a checkpoint of the run is iter_N" in one_line_error(capsys, argv)
+    argv = ["record", str(tiny_run), "--env", "smac/3m-v0", "--out", str(tmp_path / "s")]
+    assert "was trained on mpe/simple_spread-v3, not --env smac/3m-v0" in one_line_error(
+        capsys, argv
+    )
+
+
 def test_a_killed_recording_goes_on_without_duplicate_or_gap(ray_session, tmp_path):
     kw = dict(env="mpe/simple_spread-v3", episodes=7, shard_episodes=2, seed=3)
     rec.record("random", tmp_path / "whole", **kw)
