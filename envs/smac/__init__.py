@@ -1,6 +1,7 @@
 """SMAC battles on a vectorised NumPy re-implementation of SMAC's micromanagement game.
 
-Every SMAC v1 map is ``smac/<map>-v0`` and every SMACv2 scenario
+Every SMAC v1 map (and the marine maps ODIS adds for its multi-task sets) is
+``smac/<map>-v0`` and every SMACv2 scenario
 ``smacv2/<race>_<N>_vs_<M>-v0``; keyword arguments of ``envs.make`` are SMAC's options
 (``envs.smac.core.BattleOptions``).
 The interface (actions, masks, observation and state features, reward, episode limit) is
@@ -10,12 +11,12 @@ Version history: v0 = the first version.
 """
 
 from envs.registry import register
-from envs.smac.maps import SMAC_MAPS, SMACV2_SCENARIOS
+from envs.smac.maps import SMACV2_SCENARIOS, V1_MAPS
 
 ENV = "envs.smac.env:SMACEnv"  # imported on first use
 CORE = "envs.smac.core:BattleBatch"
 
-for _name, _spec in SMAC_MAPS.items():
+for _name, _spec in V1_MAPS.items():
     register(
         f"smac/{_name}-v0",
         ENV,

@@ -223,6 +223,34 @@ SMAC_MAPS: dict[str, MapSpec] = {
 }
 # fmt: on
 
+# The marine maps ODIS adds for its multi-task sets (marine-easy, marine-hard), from
+# github.com/LAMDA-RL/ODIS ``smac_patch/smac_maps.py`` (counts, limits) and
+# ``smac_patch/SMAC_Maps/<map>.SC2Map``: their ``Objects`` (spawns (9, 16) and (23, 16)),
+# ``MapScript.galaxy`` (the enemy attack-moves to (9, 16)) and ``t3CellFlags`` are byte for
+# byte those of ODIS's copy of 8m, so only the counts and limits differ. ODIS's 3m, 5m_vs_6m,
+# 8m, 8m_vs_9m, 10m_vs_11m, 25m and 27m_vs_30m have SMAC's counts and limits (SMAC_MAPS).
+ODIS_MAPS: dict[str, MapSpec] = {
+    name: _v1(name, (("marine", allies),), (("marine", enemies),), limit)
+    for name, allies, enemies, limit in (
+        ("4m", 4, 4, 75),
+        ("5m", 5, 5, 90),
+        ("6m", 6, 6, 100),
+        ("7m", 7, 7, 110),
+        ("9m", 9, 9, 120),
+        ("10m", 10, 10, 120),
+        ("11m", 11, 11, 150),
+        ("12m", 12, 12, 150),
+        ("4m_vs_5m", 4, 5, 60),
+        ("6m_vs_7m", 6, 7, 80),
+        ("7m_vs_8m", 7, 8, 90),
+        ("9m_vs_10m", 9, 10, 140),
+        ("10m_vs_12m", 10, 12, 160),
+        ("11m_vs_12m", 11, 12, 160),
+        ("13m_vs_15m", 13, 15, 160),
+    )
+}
+V1_MAPS: dict[str, MapSpec] = SMAC_MAPS | ODIS_MAPS
+
 
 def _v2(race: str, size: str) -> MapSpec:
     n_allies, n_enemies = V2_SIZES[size]
@@ -304,7 +332,7 @@ def sample_battle(spec: MapSpec, rng: np.random.Generator):
 @functools.cache
 def _v1_start(name: str):
     """A v1 map's unit types and start positions before the per-episode jitter."""
-    spec = SMAC_MAPS[name]
+    spec = V1_MAPS[name]
     out = []
     for groups, at, mirror in (
         (spec.allies, spec.ally_at, False),
@@ -400,18 +428,18 @@ def _v2_agent_order(types: np.ndarray, pos: np.ndarray) -> np.ndarray:
 def parse_v1_maps(text: str) -> list[str]:
     """Comma-separated SMAC v1 map names; a ValueError names the unknown ones and the maps."""
     maps = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in maps if m not in SMAC_MAPS]
+    unknown = [m for m in maps if m not in V1_MAPS]
     if unknown or not maps:
-        raise ValueError(f"unknown SMAC maps {unknown}; allowed: {', '.join(SMAC_MAPS)}")
+        raise ValueError(f"unknown SMAC maps {unknown}; allowed: {', '.join(V1_MAPS)}")
     return maps
 
 
 def spec_of(map_name: str) -> MapSpec:
     """The :class:`MapSpec` of a v1 map or SMACv2 scenario name; else an error listing them."""
-    spec = SMAC_MAPS.get(map_name) or SMACV2_SCENARIOS.get(map_name)
+    spec = V1_MAPS.get(map_name) or SMACV2_SCENARIOS.get(map_name)
     if spec is None:
         raise ValueError(
-            f"unknown SMAC map {map_name!r}; v1 maps: {', '.join(SMAC_MAPS)}; "
+            f"unknown SMAC map {map_name!r}; v1 maps: {', '.join(V1_MAPS)}; "
             f"SMACv2 scenarios: {', '.join(SMACV2_SCENARIOS)}"
         )
     return spec

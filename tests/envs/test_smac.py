@@ -11,6 +11,7 @@ from envs.smac import units as U
 from envs.smac.core import AMOVE, ATTACK, HEAL, IDLE, MOVE, NONE, BattleBatch
 from envs.smac.maps import (
     MAP_SIZE,
+    ODIS_MAPS,
     SMAC_MAPS,
     SMACV2_SCENARIOS,
     V2_EXCEPTIONS,
@@ -539,9 +540,41 @@ def test_smacv2_scenario_matches_smacv2s_configs(name):
     assert {U.UNIT_TYPES[U.INDEX[u]].race for u in weights} == {race[0].upper()}
 
 
+# ODIS's marine maps (github.com/LAMDA-RL/ODIS smac_patch/smac_maps.py): n_agents, n_enemies,
+# limit; every one is race T against T, no unit-type bits, map_type "marines".
+ODIS_REGISTRY = {
+    "4m": (4, 4, 75), "5m": (5, 5, 90), "6m": (6, 6, 100), "7m": (7, 7, 110),
+    "9m": (9, 9, 120), "10m": (10, 10, 120), "11m": (11, 11, 150), "12m": (12, 12, 150),
+    "4m_vs_5m": (4, 5, 60), "6m_vs_7m": (6, 7, 80), "7m_vs_8m": (7, 8, 90),
+    "9m_vs_10m": (9, 10, 140), "10m_vs_12m": (10, 12, 160), "11m_vs_12m": (11, 12, 160),
+    "13m_vs_15m": (13, 15, 160),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(ODIS_REGISTRY))
+def test_odis_marine_maps_match_odis_registry_and_smacs_sizes(name):
+    A, E, limit = ODIS_REGISTRY[name]
+    spec = ODIS_MAPS[name]
+    assert (spec.n_allies, spec.n_enemies, spec.limit, spec.type_bits) == (A, E, limit, 0)
+    assert spec.allies == (("marine", A),) and spec.enemies == (("marine", E),)
+    # 8m's layout: spawns, the enemy's attack-move point, the ground
+    assert (spec.terrain, spec.ally_at, spec.enemy_at, spec.enemy_order, spec.order_point) == (
+        SMAC_MAPS["8m"].terrain,
+        (),
+        (),
+        SMAC_MAPS["8m"].enemy_order,
+        SMAC_MAPS["8m"].order_point,
+    )
+    core = envs.make(f"smac/{name}-v0").core
+    obs = 4 + E * 5 + (A - 1) * 5 + 1  # SMAC's get_obs_size for marines against marines
+    state = A * 4 + E * 3 + A * (6 + E)
+    assert (core.observation_space.shape[0], core.state_space.shape[0]) == (obs, state)
+    assert core.n_actions == 6 + E and not set(ODIS_MAPS) & set(SMAC_MAPS)
+
+
 def test_every_map_and_scenario_is_registered():
     ids = set(envs.ids())
-    assert {f"smac/{m}-v0" for m in SMAC_MAPS} <= ids
+    assert {f"smac/{m}-v0" for m in SMAC_MAPS | ODIS_MAPS} <= ids
     assert {f"smacv2/{s}-v0" for s in SMACV2_SCENARIOS} <= ids
 
 
