@@ -93,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(arena_handler="training.commands:run_eval")
     _register_crossplay(sub)
     _register_record(sub)
+    _register_offline(sub)
     _register_hierarchy(sub)
     _register_vqa(sub)
 
@@ -308,12 +309,16 @@ def _register_record(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "record",
         help="record a policy's episodes as an offline dataset (Parquet, with a card)",
-        description="Plays SOURCE (a run directory, or 'random') for --episodes episodes with "
+        description="Plays SOURCE (a run directory, 'random' or 'heuristic') for --episodes episodes with "
         "--workers Ray actors and writes every step to Parquet through Ray Data, shard by "
         "shard; the same command again finishes a killed recording. --mix A B builds ODIS's "
         "medium-expert from a medium and an expert set (docs/offline.md).",
     )
-    r.add_argument("source", nargs="?", help="a run directory, or 'random'")
+    r.add_argument(
+        "source",
+        nargs="?",
+        help="a run directory, 'random' (uniform legal actions) or 'heuristic' (SMAC's scripted policy)",
+    )
     r.add_argument("--env", help="env id (random needs it; a run's is its own)")
     r.add_argument(
         "--episodes",
@@ -356,7 +361,9 @@ def run_record(args) -> int:
         card = record.mix(args.mix, args.out, args.episodes, args.quality, args.address)
     else:
         if not args.source:
-            raise record.RecordError("record needs a SOURCE (a run directory or 'random')")
+            raise record.RecordError(
+                "record needs a SOURCE (a run directory, 'random' or 'heuristic')"
+            )
 
         def progress(done, total):
             print(f"shard {done}/{total} written", file=sys.stderr)
@@ -379,6 +386,76 @@ def run_record(args) -> int:
         print(json.dumps(card, indent=2))
     else:
         print(f"{record.describe(card)}  ->  {args.out}")
+    return 0
+
+
+def _register_offline(sub: argparse._SubParsersAction) -> None:
+    o = sub.add_parser(
+        "offline",
+        help="train one policy offline on several tasks' datasets and evaluate it zero-shot",
+        description="Trains ODIS's multi-task behaviour cloning (BC-T, entity tokens) on the "
+        "datasets of arena record, one gradient step per task in turn, resumably (the same "
+        "command again continues); then plays each --eval env greedily (docs/offline.md).",
+    )
+    o.add_argument("datasets", nargs="*", metavar="DATASET", help="arena record folders")
+    o.add_argument("--algo", default="bc", help="bc (ODIS's BC-T)")
+    o.add_argument("--out", required=True, help="the run's folder")
+    o.add_argument("--steps", type=int, default=35_000, help="gradient steps (ODIS: 35000)")
+    o.add_argument("--batch-episodes", type=int, default=32, help="episodes per step")
+    o.add_argument("--lr", type=float, default=5e-4)
+    o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--checkpoint-every", type=int, default=500, help="steps between saves")
+    o.add_argument(
+        "--eval", metavar="ENVS", help="comma-separated env ids to play zero-shot after training"
+    )
+    o.add_argument("--eval-episodes", type=int, default=64, help="episodes per --eval env")
+    o.add_argument("--eval-only", action="store_true", help="evaluate the run in --out as it is")
+    o.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS or embedded)")
+    o.add_argument("--json", action="store_true")
+    o.set_defaults(arena_handler="training.commands:run_offline")
+
+
+def run_offline(args) -> int:
+    import sys
+
+    from training import offline
+
+    evals = [e.strip() for e in (args.eval or "").split(",") if e.strip()]
+    if args.eval_episodes < 1:
+        raise offline.OfflineError("--eval-episodes must be at least 1")
+    report = {}
+    if not args.eval_only:
+        cfg = offline.OfflineConfig(
+            algo=args.algo,
+            steps=args.steps,
+            batch_episodes=args.batch_episodes,
+            lr=args.lr,
+            seed=args.seed,
+            checkpoint_every=args.checkpoint_every,
+        )
+
+        def progress(step, total, loss):
+            print(f"step {step}/{total} loss {loss:.4f}", file=sys.stderr)
+
+        report = offline.train(args.datasets, args.out, cfg, args.address, progress)
+    elif not evals:
+        raise offline.OfflineError("--eval-only needs --eval ENVS")
+    if evals:
+        report["zero_shot"] = offline.zero_shot(args.out, evals, args.eval_episodes)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        if "steps" in report:
+            print(
+                f"{report['steps']} steps on {', '.join(report['tasks'])}: loss "
+                f"{report['loss']:.4f} ({report['seconds']:.0f} s)  ->  {args.out}"
+            )
+        for row in report.get("zero_shot", []):
+            lo, hi = row["win_ci95"]
+            print(
+                f"{row['env']}: win {row['win_rate']:.1%} ({lo:.1%}-{hi:.1%}) of "
+                f"{row['episodes']}, return {row['return_mean']:.2f}"
+            )
     return 0
 
 

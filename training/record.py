@@ -81,18 +81,24 @@ class RecordError(ConfigError):
 # --- the policy a dataset is recorded from ------------------------------------------------
 
 
+# Policies that are not runs: uniformly random legal actions; SMAC's scripted heuristic.
+SCRIPTED = ("random", "heuristic")
+
+
 def policy_source(source: str, env: str | None, checkpoint: str | None = None) -> dict:
-    """``random`` or a run directory, checked, as the card states it (for a run: its
+    """``random``, ``heuristic`` or a run directory, checked, as the card states it (for a run: its
     checkpoint, iteration, env steps and its weights' hashes); and its env id."""
     import envs
 
-    if source == "random":
+    if source in SCRIPTED:
         if checkpoint:
-            raise RecordError("--checkpoint names a checkpoint of a run, not of 'random'")
+            raise RecordError(f"--checkpoint names a checkpoint of a run, not of {source!r}")
         if not env:
-            raise RecordError("recording the random policy needs --env ID")
+            raise RecordError(f"recording the {source} policy needs --env ID")
         envs.spec(env)
-        return {"kind": "random", "env": env, "env_args": {}}
+        if source == "heuristic" and not env.startswith(("smac/", "smacv2/")):
+            raise RecordError(f"'heuristic' is SMAC's scripted policy: --env smac/*, not {env}")
+        return {"kind": source, "env": env, "env_args": {}}
     from training.checkpoints import (
         CHECKPOINT_NAME,
         RunError,
@@ -103,7 +109,7 @@ def policy_source(source: str, env: str | None, checkpoint: str | None = None) -
 
     run = Path(source)
     if not run.is_dir():
-        raise RecordError(f"{source!r} is neither 'random' nor a run directory")
+        raise RecordError(f"{source!r} is neither 'random', 'heuristic' nor a run directory")
     cfg = load_config(run)
     if env and env != cfg.env:
         raise RecordError(f"{run} was trained on {cfg.env}, not --env {env}")
@@ -173,6 +179,15 @@ class Recorder:
 
             self.act = random_actor(source["env"], source["env_args"], 0)
             self.reset = None
+        elif source["kind"] == "heuristic":
+            core, agents = self.env.core, self.env.possible_agents
+            self.reset = None
+
+            def act(obs, state):  # SMAC's heuristic_ai with heuristic_rest, as legal actions
+                taken = core.scripted_actions()[0]
+                return {a: int(taken[k]) for k, a in enumerate(agents) if a in obs}
+
+            self.act = act
         else:
             from training.evaluation import load_policy
 
@@ -513,6 +528,8 @@ def write_card(out: Path, card: dict) -> None:
             f"`{policy['run']}` ({policy['algo']}, checkpoint {policy['checkpoint']}: "
             f"iteration {policy['iteration']}, {policy['env_steps']:,} env steps)"
         )
+    elif policy.get("kind") == "heuristic":
+        who = "SMAC's scripted heuristic (`heuristic_ai` with `heuristic_rest`) as legal actions"
     else:
         who = "uniformly random legal actions"
     win = "-" if card["win_rate"] is None else f"{card['win_rate']:.1%}"

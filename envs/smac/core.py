@@ -698,7 +698,18 @@ class BattleBatch(VectorEnv):
             self._hunt()
         self._refresh()
 
-    def _heuristic(self) -> np.ndarray:
+    def scripted_actions(self) -> np.ndarray:
+        """SMAC's heuristic with ``heuristic_rest`` as legal actions ``[B, A]`` for the
+        battles as they stand, to pass to :meth:`step` of a battle without ``heuristic_ai``:
+        an attack the script orders is taken only where it is available (else the move toward
+        the target), so the battle plays as with ``heuristic_ai=True, heuristic_rest=True``
+        (a test compares the two). Where the script gives a live agent no order (a medivac
+        with no hurt ally), its 0 becomes stop, the legal action nearest to "no new order".
+        Call it once per step: it keeps each agent's target."""
+        act = self._heuristic(rest=True)
+        return np.where((act == 0) & self.alive[:, : self.n_allies] & ~self.over[:, None], 1, act)
+
+    def _heuristic(self, rest: bool | None = None) -> np.ndarray:
         """SMAC's ``heuristic_ai`` (oxwhirl/smac@d6aab33: smac/env/starcraft2/starcraft2.py:
         657-770, ``get_agent_action_heuristic``) for every agent: the action number each
         takes, ``[B, A]``, and its target in ``h_target``.
@@ -730,7 +741,7 @@ class BattleBatch(VectorEnv):
         ht = np.where(keep, ht, np.where(found, new, -1))
         self.h_target = ht
         act = np.where(ht >= 0, ht + self.n_no_attack, 0)
-        if self.opt.heuristic_rest:
+        if self.opt.heuristic_rest if rest is None else rest:
             avail = np.take_along_axis(self._last_mask, act[..., None], -1)[..., 0] > 0
             t_pos = np.where(
                 med,

@@ -13,7 +13,10 @@ SMAC_CASES = [
     ("smac/5m_vs_6m-v0", {}),
     ("smac/10m-v0", {}),
     ("smac/2s3z-v0", {}),
-    ("smac/3m-v0", {"obs_last_action": True, "obs_pathing_grid": True, "obs_timestep_number": True}),
+    (
+        "smac/3m-v0",
+        {"obs_last_action": True, "obs_pathing_grid": True, "obs_timestep_number": True},
+    ),
     ("smacv2/protoss_5_vs_5-v0", {}),
 ]
 

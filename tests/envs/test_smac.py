@@ -572,6 +572,27 @@ def test_odis_marine_maps_match_odis_registry_and_smacs_sizes(name):
     assert core.n_actions == 6 + E and not set(ODIS_MAPS) & set(SMAC_MAPS)
 
 
+@pytest.mark.parametrize("name", ["3m", "MMM"])
+def test_scripted_actions_play_as_heuristic_ai_with_heuristic_rest(name):
+    """The heuristic as legal actions of a plain battle (``arena record heuristic``) plays
+    the battle SMAC's heuristic_ai=True, heuristic_rest=True plays."""
+    scripted = BattleBatch(8, seed=1, map_name=name, auto_reset=False)
+    smacs = BattleBatch(8, seed=1, map_name=name, auto_reset=False, heuristic_ai=True,
+                        heuristic_rest=True)  # fmt: skip
+    scripted.reset(), smacs.reset()
+    for _ in range(scripted.spec.limit):
+        act = scripted.scripted_actions()
+        legal = np.take_along_axis(scripted._last_mask, act[..., None], -1)
+        assert (legal == 1).all()
+        a, b = scripted.step(act), smacs.step(np.zeros_like(act))
+        # a live agent the script gives no order (0) stops instead
+        np.testing.assert_array_equal(np.where(act == 1, 0, act), smacs.heuristic_actions)
+        np.testing.assert_array_equal(a.obs["agent"], b.obs["agent"])
+        if scripted.over.all():
+            break
+    assert scripted.over.all() and smacs.over.all()
+
+
 def test_every_map_and_scenario_is_registered():
     ids = set(envs.ids())
     assert {f"smac/{m}-v0" for m in SMAC_MAPS | ODIS_MAPS} <= ids

@@ -60,13 +60,20 @@ def check_card_numbers(episodes: list[dict], card: dict):
 
 
 @pytest.mark.parametrize(
-    "env_id, episodes, shard",
-    [("matrix/climbing-v0", 7, 3), ("mpe/simple_spread-v3", 4, 2), ("smac/3m-v0", 3, 2)],
+    "source, env_id, episodes, shard",
+    [
+        ("random", "matrix/climbing-v0", 7, 3),
+        ("random", "mpe/simple_spread-v3", 4, 2),
+        ("random", "smac/3m-v0", 3, 2),
+        ("heuristic", "smac/3m-v0", 3, 2),
+    ],
 )
-def test_random_episodes_are_what_the_env_gave(ray_session, tmp_path, env_id, episodes, shard):
+def test_scripted_episodes_are_what_the_env_gave(
+    ray_session, tmp_path, source, env_id, episodes, shard
+):
     out = tmp_path / "set"
     card = rec.record(
-        "random", out, env=env_id, episodes=episodes, workers=2, shard_episodes=shard, seed=5
+        source, out, env=env_id, episodes=episodes, workers=2, shard_episodes=shard, seed=5
     )
     got, read_card = rec.load_episodes(out)
     assert read_card == card
@@ -74,7 +81,7 @@ def test_random_episodes_are_what_the_env_gave(ray_session, tmp_path, env_id, ep
     for e in got:
         replay(e, env_id, {}, card["agents"])
     check_card_numbers(got, card)
-    assert card["policy"] == {"kind": "random"} and card["quality"] is None
+    assert card["policy"] == {"kind": source} and card["quality"] is None
     assert json.loads((out / "card.json").read_text()) == card
     assert env_id in (out / "README.md").read_text()
     if env_id.startswith("smac"):
@@ -197,7 +204,10 @@ def test_bad_input_is_refused_with_one_line(ray_session, tmp_path, capsys):
         capsys, base + ["--env", "matrix/climbing-v0", "--quality", "great"]
     )
     assert "needs --env" in one_line_error(capsys, base)
-    assert "neither 'random' nor a run" in one_line_error(
+    assert "SMAC's scripted policy: --env smac/*, not mpe/simple_spread-v3" in one_line_error(
+        capsys, ["record", "heuristic", "--env", "mpe/simple_spread-v3", "--out", out]
+    )
+    assert "neither 'random', 'heuristic' nor a run" in one_line_error(
         capsys, ["record", str(tmp_path / "nothing"), "--out", out]
     )
     assert main(base + ["--env", "matrix/climbing-v0", "--episodes", "2"]) == 0
