@@ -32,7 +32,7 @@ def test_every_sweep_builds_with_its_defaults():
         ("seeds", {"seedz": 3}, "unknown key 'seedz'; allowed: env, algo"),
         ("seeds", {"samples": "five"}, "samples must be int, got .five."),
         ("seeds", {"samples": 0}, "samples=0"),
-        ("seeds", {"env": "smac/4m-v0"}, "4m"),
+        ("seeds", {"env": "smac/4m_vs_99m-v0"}, "4m_vs_99m"),
         ("seeds", {"settings": {"lrr": 1}}, "unknown config key 'lrr'"),
         ("sensitivity", {"space": {"lr": []}}, "non-empty lists"),
         ("sensitivity", {"reduction_factor": 1}, "reduction_factor=1"),
