@@ -6,10 +6,11 @@ half a file."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+
+from envs.files import replacing
 
 DEMO_KEYS = ("obs", "act", "reward", "episode")
 
@@ -32,7 +33,5 @@ def load_demos(path: str | Path) -> dict[str, np.ndarray]:
 
 def save_demos(path: str | Path, data: dict[str, np.ndarray]) -> None:
     """Writes ``data`` (the demo arrays and any bookkeeping) to ``path`` atomically."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial.npz")
-    np.savez(tmp, **data)
-    os.replace(tmp, path)
+    with replacing(path) as tmp, tmp.open("wb") as f:  # a handle: np.savez adds no ".npz"
+        np.savez(f, **data)

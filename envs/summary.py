@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 import envs
+from envs.files import write_atomic
 
 WRAPPED = ("mpe2", "pettingzoo", "gymnasium")
 
@@ -79,9 +80,7 @@ def summaries(use_cache: bool = True) -> list[dict]:
     if use_cache and any(r["id"] not in cached for r in rows):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(rows))
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(rows))
             for stale in path.parent.glob("envs-*.json"):  # caches of older code
                 if stale != path:
                     stale.unlink(missing_ok=True)

@@ -13,7 +13,6 @@ split; nothing is pretrained or downloaded.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+from envs.files import replacing
 
 IMAGE = (32, 64)  # height, width of each resized picture
 CHANNELS = 10  # three RGB pictures and one depth
@@ -183,9 +184,8 @@ def train(dataset: str | Path, out: str | Path, s: VQASettings | None = None, lo
         ("vocab.json", lambda p: p.write_text(json.dumps(meta))),
         ("model.pt", lambda p: torch.save(model.state_dict(), p)),
     ):
-        tmp = out / f".{name}.tmp"
-        write(tmp)
-        os.replace(tmp, out / name)
+        with replacing(out / name) as tmp:
+            write(tmp)
     return out
 
 

@@ -25,17 +25,12 @@ import sys
 import time
 from pathlib import Path
 
+from envs.files import write_atomic  # re-exported: training and tune import it from here
 from training.config import ConfigError, TrainConfig
 
 
 class RunError(ValueError):
     """A run directory that cannot be used (missing, or without a checkpoint)."""
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")

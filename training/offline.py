@@ -24,13 +24,13 @@ steps; the same command again continues from there.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from envs.files import replacing, write_atomic
 from training.config import ConfigError
 
 ALGOS = ("bc",)
@@ -166,12 +166,6 @@ def bc_loss(model, task: Task, idx) -> object:
     return (ce * w).sum() / w.sum()
 
 
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def train(
     datasets: list[str],
     out: str | Path,
@@ -209,11 +203,9 @@ def train(
     model = EntityBC(mcfg)
     optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(
+    write_atomic(
         saved,
-        lambda p: p.write_text(
-            json.dumps(spec | {"model": mcfg.to_json(), "tasks": [t.env for t in tasks]}, indent=2)
-        ),
+        json.dumps(spec | {"model": mcfg.to_json(), "tasks": [t.env for t in tasks]}, indent=2),
     )
     ckpt, prog_path = out / "checkpoint.pt", out / "progress.json"
     state = {"step": 0, "losses": [], "seconds": 0.0}
@@ -225,8 +217,9 @@ def train(
 
     def save():
         blob = {"model": model.state_dict(), "optim": optim.state_dict()}
-        _write_atomic(ckpt, lambda p: torch.save(blob, p))
-        _write_atomic(prog_path, lambda p: p.write_text(json.dumps(state)))
+        with replacing(ckpt) as tmp:
+            torch.save(blob, tmp)
+        write_atomic(prog_path, json.dumps(state))
 
     window: list[float] = []
     t0 = time.perf_counter() - state["seconds"]
@@ -349,5 +342,5 @@ def zero_shot(out: str | Path, env_ids: list[str], episodes: int) -> list[dict]:
     path = Path(out) / "zero_shot.json"
     table = json.loads(path.read_text()) if path.is_file() else {}
     table.update({r["env"]: r for r in rows})
-    _write_atomic(path, lambda p: p.write_text(json.dumps(table, indent=2)))
+    write_atomic(path, json.dumps(table, indent=2))
     return rows

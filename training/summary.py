@@ -5,10 +5,10 @@ to run next) and its learning curve as ``curve.png`` in the run directory."""
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
+from envs.files import replacing
 from training.run import read_metrics
 
 
@@ -104,8 +104,9 @@ def write_curve(run: Path) -> Path | None:
                  f"{run.parent.name}: {run.name}", fontsize=9)  # fmt: skip
     fig.tight_layout()
     path = run / "curve.png"
-    tmp = run / ".curve.png.tmp"
-    fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with replacing(path) as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(fig)
     return path

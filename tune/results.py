@@ -19,11 +19,11 @@ sweep was killed, ``arena sweep --resume`` goes on with it).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from envs.files import replacing
 from training.config import ConfigError, read_config_file
 
 MAX_CONCURRENT = 4096
@@ -119,9 +119,8 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     for col in df.columns:
         if df[col].dtype == object and len({type(v) for v in df[col].dropna()}) > 1:
             df[col] = df[col].map(lambda v: None if v is None or v != v else str(v))
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        df.to_parquet(tmp, index=False)
 
 
 def save_tables(sweep_dir: Path, stages: tuple[str, ...]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from training.checkpoints import write_atomic
+from envs.files import replacing, write_atomic
 from training.config import ConfigError
 from tune.results import LABEL_ORDER, collect, read_sweep, save_tables
 from tune.sweeps import make_sweep, sweep_values, trial_cpus
@@ -133,12 +133,11 @@ def tell_dashboard(console: Console, out: Path, embedded: bool) -> None:
     token = os.environ.get("RAY_AUTH_TOKEN")
     if embedded and url and token and os.environ.get("RAY_AUTH_MODE") == "token":
         path = out / "dashboard_token"
-        tmp = out / ".dashboard_token.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+            os.chmod(tmp, 0o600)
         lines[0] += f" (token: {path})"
     lines.append(f"TensorBoard: tensorboard --logdir {out} --host 127.0.0.1")
     lines.append(f"trial table from another terminal: arena sweep --watch {out}")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.files import write_atomic
 from envs.mmwalk import render
 from envs.mmwalk.scene import CATEGORIES, build
 from envs.mmwalk.walk import (
@@ -112,12 +113,6 @@ def jobs(cfg: GenerateConfig) -> list[Job]:
     return out
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def frames_of(job: Job, max_frames: int | None) -> int:
     return len(walk(build(job.category, job.seed))[:max_frames])
 
@@ -141,6 +136,8 @@ def record(
     if (final / "trajectory.json").exists():
         return json.loads((final / "trajectory.json").read_text())
     work = frames_dir / f".{job.name}.partial"
+    for stale in work.rglob(".*.tmp"):  # a killed run's half-written files (envs.files)
+        stale.unlink(missing_ok=True)
     scene = build(job.category, job.seed)
     poses = walk(scene)[:max_frames]
     traffic = Traffic(scene, poses)
@@ -160,7 +157,7 @@ def record(
                 if pano is None:
                     pano = render.Panoramas(scene, size, width // 4)
                 meta = _frame(job, scene, pano, poses, i, movers, work, min_pixels)
-                _write_text(meta_path, json.dumps(meta))
+                write_atomic(meta_path, json.dumps(meta))
                 if on_frame:
                     on_frame()
             traffic.step(pose)
@@ -178,7 +175,7 @@ def record(
         "hazards": [h.case for h in scene.hazards],
         "landmarks": sorted({t.landmark for t in scene.landmarks()}),
     }
-    _write_text(work / "trajectory.json", json.dumps(summary, indent=1))
+    write_atomic(work / "trajectory.json", json.dumps(summary, indent=1))
     if final.exists():  # a stale copy without its trajectory.json
         shutil.rmtree(final)
     os.replace(work, final)
@@ -199,8 +196,8 @@ def _frame(job, scene, pano, poses, i, movers, work: Path, min_pixels: int) -> d
             views[view][m] = rel
         objects[view] = visible_objects(scene, out["geom"], pano.owner, pose, movers, min_pixels)
     record_imu = imu(poses, i)
-    _write_text(work / "imu" / f"{name}.txt", imu_text(record_imu))
-    _write_text(work / "action" / f"{name}.txt", action_text(pose.keys))
+    write_atomic(work / "imu" / f"{name}.txt", imu_text(record_imu))
+    write_atomic(work / "action" / f"{name}.txt", action_text(pose.keys))
     cases = corner_cases(scene, pose)
     return {
         "trajectory": job.name,
@@ -278,7 +275,7 @@ def generate(
         "splits": splits,
         "questions": questions,
     }
-    _write_text(root / "dataset.json", json.dumps(manifest, indent=1))
+    write_atomic(root / "dataset.json", json.dumps(manifest, indent=1))
     return manifest
 
 

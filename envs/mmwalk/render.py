@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from envs.files import replacing
 from envs.mmwalk.scene import FACE_AXES, FACES, Scene
 from envs.mmwalk.tags import TAG
 
@@ -246,15 +247,11 @@ def decode(modality: str, stored: np.ndarray) -> np.ndarray:
 def write_png(path, image: np.ndarray) -> None:
     """Writes a PNG (RGB 8-bit, 8-bit or 16-bit grey) at ``path`` through a temporary name,
     so a reader never sees half a file."""
-    from pathlib import Path
-
     from PIL import Image
 
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     im = Image.fromarray(image)  # uint16 [H, W] -> 16-bit grey ("I;16")
-    im.save(tmp, format="PNG", compress_level=1)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        im.save(tmp, format="PNG", compress_level=1)
 
 
 def read_png(path) -> np.ndarray:

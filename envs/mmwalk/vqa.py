@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import zlib
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
+from envs.files import replacing
 from envs.mmwalk.navigate import ACTIONS as WALKER_ACTIONS
 from envs.mmwalk.scene import COLORS, CORNER_CASES, LANDMARKS, WEATHERS
 
@@ -705,10 +705,8 @@ def write(root: Path, splits: dict[str, str], seed: int = 0) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         for cat in CATEGORIES:
             lines = rows.get((split, cat), [])
-            tmp = d / f".{cat}.jsonl.tmp"
-            with tmp.open("w") as fh:
+            with replacing(d / f"{cat}.jsonl") as tmp, tmp.open("w") as fh:
                 for r in lines:
                     fh.write(json.dumps(r) + "\n")
-            os.replace(tmp, d / f"{cat}.jsonl")
             counts.setdefault(split, {})[cat] = len(lines)
     return counts

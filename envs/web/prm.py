@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 import envs
+from envs.files import replacing, write_atomic
 from envs.web.actions import ParseError, parse
 from envs.web.teachers import _STRING, View, _string, experts
 
@@ -628,15 +629,13 @@ def read_traces(path: Path) -> Iterator[tuple[str, int, list[str]]]:
 
 def write_atomic_lines(path: Path, rows: Iterable[dict]) -> int:
     """Writes JSON lines to a temporary file and renames it over ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp")
     n = 0
-    with tmp.open("w") as f:
+    with replacing(path) as tmp, tmp.open("w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
             n += 1
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
     return n
 
 
@@ -695,7 +694,5 @@ def build(
         "seconds": round(seconds, 3),
         "tasks": per_task,
     }
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    os.replace(tmp, out / "summary.json")
+    write_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary

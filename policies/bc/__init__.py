@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from envs.files import write_atomic
 from policies.algorithm import AlgorithmInfo, AlgorithmMismatch
 from policies.lm.algorithm import (
     LM_LOSSES,
@@ -126,10 +126,7 @@ def declare_bill(algo, settings: BCSettings) -> str:
     }
     run_dir = getattr(algo, "arena_run_dir", None)
     if run_dir is not None:  # atomically: a crash leaves the old file or the new one
-        path = Path(run_dir) / "teacher_bill.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1))
-        os.replace(tmp, path)
+        write_atomic(Path(run_dir) / "teacher_bill.json", json.dumps(doc, indent=1))
     how = (
         f"teacher_params={bill.teacher_params:.4g}"
         if settings.teacher_params is not None

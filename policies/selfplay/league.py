@@ -16,11 +16,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from envs.files import replacing, write_atomic
 
 META_SOLVERS = ("sp", "fsp", "nash")
 ELO_START, ELO_K = 1000.0, 84.0
@@ -135,9 +136,8 @@ class Population:
         """Adds a member whose payoff against members 0..K-1 is ``payoff_row``; returns k."""
         k = self.size
         path = self.root / f"member_{k}.pt"
-        tmp = path.with_suffix(".tmp")
-        torch.save({n: t.detach().cpu().clone() for n, t in weights.items()}, tmp)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            torch.save({n: t.detach().cpu().clone() for n, t in weights.items()}, tmp)
         grown = np.zeros((k + 1, k + 1))
         grown[:k, :k] = self.payoff
         grown[k, :k], grown[:k, k] = payoff_row, -np.asarray(payoff_row)
@@ -146,10 +146,10 @@ class Population:
         return k
 
     def save(self) -> None:
-        path = self.root / "league.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"payoff": self.payoff.tolist(), "state": self.state}, indent=1))
-        os.replace(tmp, path)
+        write_atomic(
+            self.root / "league.json",
+            json.dumps({"payoff": self.payoff.tolist(), "state": self.state}, indent=1),
+        )
 
 
 def play(
