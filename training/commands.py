@@ -309,15 +309,16 @@ def _register_record(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "record",
         help="record a policy's episodes as an offline dataset (Parquet, with a card)",
-        description="Plays SOURCE (a run directory, 'random' or 'heuristic') for --episodes episodes with "
-        "--workers Ray actors and writes every step to Parquet through Ray Data, shard by "
+        description="Plays SOURCE (a run directory, 'random' or 'heuristic') for --episodes "
+        "episodes with --workers Ray actors and writes every step to Parquet through Ray Data, "
+        "shard by "
         "shard; the same command again finishes a killed recording. --mix A B builds ODIS's "
         "medium-expert from a medium and an expert set (docs/offline.md).",
     )
     r.add_argument(
         "source",
         nargs="?",
-        help="a run directory, 'random' (uniform legal actions) or 'heuristic' (SMAC's scripted policy)",
+        help="a run directory, 'random' (uniform legal actions) or 'heuristic' (SMAC's script)",
     )
     r.add_argument("--env", help="env id (random needs it; a run's is its own)")
     r.add_argument(

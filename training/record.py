@@ -25,8 +25,9 @@ stopped once its greedy test win rate reached ``stop_winrate`` (``src/data_colle
 ``OfflineBufferH5`` takes ``offline_data_size // n_sources`` episodes of each, the last ones
 when ``offline_data_shuffle`` is False, ``src/config/envs/sc2_offline.yaml``). ``poor`` (a
 policy at a low win rate) has no counterpart in ODIS's code, whose collector has ``random``
-(``random_mac``); BiKT's definition of it was not checked. Arena records the policy it is given: the label is the user's
-statement of which policy that is, and the card states its measured return and win rate.
+(``random_mac``); BiKT's definition of it was not checked. Arena records the policy it is
+given: the label is the user's statement of which policy that is, and the card states its
+measured return and win rate.
 """
 
 from __future__ import annotations
