@@ -126,6 +126,35 @@ def _spread(env_args: dict) -> EntityLayout:
     )
 
 
+def _smac_state(core) -> EntityLayout:
+    opt = core.opt
+    if opt.obs_instead_of_state or opt.use_state_agent:
+        raise ValueError(
+            "the state has no unit blocks with obs_instead_of_state or use_state_agent"
+        )
+    A, E = core.n_allies, core.n_enemies
+    ally = Block(0, A, core.nf_state_ally)
+    enemy = Block(ally.stop, E, core.nf_state_enemy)
+    groups = {"ally": (ally,), "enemy": (enemy,)}
+    stop = enemy.stop
+    if opt.state_last_action:
+        groups["last_action"] = (Block(stop, A, core.n_actions),)
+        stop = groups["last_action"][0].stop
+    dim = core.state_space.shape[0]
+    return EntityLayout(dim, ((stop, dim),), groups)  # own: the timestep, if the state has it
+
+
+def state_layout(env_id: str, env_args: dict | None = None) -> EntityLayout:
+    """The unit blocks of a SMAC/SMACv2 global state, as SMAC's ``get_state`` lays them out
+    (ODIS's ``decompose_state``): ``ally [A, nf_al]``, ``enemy [E, nf_en]``, ``last_action
+    [A, n_actions]`` (with ``state_last_action``); ``own`` holds the timestep, if any."""
+    if not env_id.startswith(("smac/", "smacv2/")):
+        raise ValueError(f"no state layout for {env_id!r}; envs with one: smac/*, smacv2/*")
+    import envs
+
+    return _smac_state(envs.make(env_id, **dict(env_args or {})).core)
+
+
 FAMILIES = ("smac/*", "smacv2/*", "mpe/simple_spread-v3", "mpe/simple_spread_continuous-v3")
 
 

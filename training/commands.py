@@ -394,14 +394,23 @@ def _register_offline(sub: argparse._SubParsersAction) -> None:
     o = sub.add_parser(
         "offline",
         help="train one policy offline on several tasks' datasets and evaluate it zero-shot",
-        description="Trains ODIS's multi-task behaviour cloning (BC-T, entity tokens) on the "
-        "datasets of arena record, one gradient step per task in turn, resumably (the same "
-        "command again continues); then plays each --eval env greedily (docs/offline.md).",
+        description="Trains one policy for several tasks on the datasets of arena record: "
+        "ODIS's multi-task behaviour cloning (BC-T, entity tokens) or ODIS itself (skill "
+        "discovery, then conservative Q-learning over skills), resumably (the same command "
+        "again continues); then plays each --eval env greedily (docs/offline.md).",
     )
     o.add_argument("datasets", nargs="*", metavar="DATASET", help="arena record folders")
-    o.add_argument("--algo", default="bc", help="bc (ODIS's BC-T)")
+    o.add_argument("--algo", default="bc", help="bc (ODIS's BC-T) or odis")
     o.add_argument("--out", required=True, help="the run's folder")
-    o.add_argument("--steps", type=int, default=35_000, help="gradient steps (ODIS: 35000)")
+    o.add_argument(
+        "--steps", type=int, default=35_000, help="task batches of training (ODIS: 35000)"
+    )
+    o.add_argument(
+        "--pretrain-steps",
+        type=int,
+        default=15_000,
+        help="odis: task batches of skill discovery first (ODIS: 15000)",
+    )
     o.add_argument("--batch-episodes", type=int, default=32, help="episodes per step")
     o.add_argument("--lr", type=float, default=5e-4)
     o.add_argument("--seed", type=int, default=0)
@@ -429,6 +438,7 @@ def run_offline(args) -> int:
         cfg = offline.OfflineConfig(
             algo=args.algo,
             steps=args.steps,
+            pretrain_steps=args.pretrain_steps,
             batch_episodes=args.batch_episodes,
             lr=args.lr,
             seed=args.seed,

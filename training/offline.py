@@ -33,7 +33,7 @@ import numpy as np
 from envs.files import replacing, write_atomic
 from training.config import ConfigError
 
-ALGOS = ("bc",)
+ALGOS = ("bc", "odis")
 
 
 class OfflineError(ConfigError):
@@ -45,7 +45,8 @@ class OfflineConfig:
     """``arena offline``'s settings (ODIS's where it has one)."""
 
     algo: str = "bc"
-    steps: int = 35_000  # gradient steps (sc2_offline.yaml t_max)
+    steps: int = 35_000  # task batches (sc2_offline.yaml t_max; ODIS's t_env)
+    pretrain_steps: int = 15_000  # odis: skill-discovery task batches (odis.yaml)
     batch_episodes: int = 32  # default.yaml batch_size
     lr: float = 5e-4
     grad_clip: float = 10.0
@@ -56,7 +57,7 @@ class OfflineConfig:
     def check(self) -> None:
         if self.algo not in ALGOS:
             raise OfflineError(f"--algo {self.algo!r}: offline algorithms are {', '.join(ALGOS)}")
-        for name in ("steps", "batch_episodes", "checkpoint_every", "embed_dim"):
+        for name in ("steps", "pretrain_steps", "batch_episodes", "checkpoint_every", "embed_dim"):
             if getattr(self, name) < 1:
                 raise OfflineError(f"--{name.replace('_', '-')} must be at least 1")
         if not self.lr > 0:
@@ -65,15 +66,20 @@ class OfflineConfig:
 
 @dataclass
 class Task:
-    """One source task's episodes as padded arrays ``[episodes, T, agents, ...]``."""
+    """One source task's episodes as padded arrays ``[episodes, T + 1, agents, ...]``: step
+    ``length[i]`` of episode ``i`` holds its final observation and state (no action)."""
 
     name: str
     env: str
     env_args: dict
     tokens: dict  # kind -> torch tensor
-    actions: object  # torch long [Ne, T, A]
-    filled: object  # torch bool [Ne, T]
+    actions: object  # torch long [Ne, T+1, A]
+    filled: object  # torch bool [Ne, T+1]: the agents acted at this step
     n_no_attack: int
+    length: object  # torch long [Ne]
+    reward: object  # torch float [Ne, T+1]: the team's (SMAC's shared) reward
+    terminal: object  # torch bool [Ne, T+1]: the episode ended here (not by its time limit)
+    state: dict | None  # kind -> torch tensor (envs.entities.state_layout), where there is one
 
 
 def task_shape(env: str, env_args: dict, n_actions: int):
@@ -88,21 +94,38 @@ def task_shape(env: str, env_args: dict, n_actions: int):
 def load_task(path: str | Path) -> Task:
     import torch
 
+    from envs.entities import state_layout
     from training.record import load_episodes
 
     episodes, card = load_episodes(path)
     n_actions = episodes[0]["action_mask"].shape[-1]
     lay, n_no_attack = task_shape(card["env"], card["env_args"], n_actions)
-    T = max(len(e["t"]) for e in episodes)
+    slay = None
+    if "state" in episodes[0] and card["env"].startswith(("smac/", "smacv2/")):
+        try:
+            slay = state_layout(card["env"], card["env_args"])
+        except ValueError:  # a state with no unit blocks: fine for BC, refused by ODIS
+            slay = None
+    Ne, T = len(episodes), max(len(e["t"]) for e in episodes)
     A = episodes[0]["obs"].shape[1]
-    obs = np.zeros((len(episodes), T, A, lay.dim), np.float32)
-    actions = np.zeros((len(episodes), T, A), np.int64)
-    filled = np.zeros((len(episodes), T), bool)
+    obs = np.zeros((Ne, T + 1, A, lay.dim), np.float32)
+    state = np.zeros((Ne, T + 1, slay.dim), np.float32) if slay else None
+    actions = np.zeros((Ne, T + 1, A), np.int64)
+    filled = np.zeros((Ne, T + 1), bool)
+    reward = np.zeros((Ne, T + 1), np.float32)
+    terminal = np.zeros((Ne, T + 1), bool)
+    length = np.zeros(Ne, np.int64)
     for i, e in enumerate(episodes):
-        n = len(e["t"])
+        n = length[i] = len(e["t"])
         obs[i, :n] = e["obs"][..., : lay.dim]
+        obs[i, n] = e["next_obs"][-1][..., : lay.dim]
+        if slay:
+            state[i, :n] = e["state"]
+            state[i, n] = e["next_state"][-1]
         actions[i, :n] = e["action"]
         filled[i, :n] = True
+        reward[i, :n] = e["reward"].mean(-1)  # SMAC gives every agent the team's reward
+        terminal[i, n - 1] = bool(np.all(e["terminated"][-1]))
     tokens = {k: torch.from_numpy(v) for k, v in lay.split(obs).items()}
     return Task(
         Path(path).name,
@@ -112,6 +135,12 @@ def load_task(path: str | Path) -> Task:
         torch.from_numpy(actions),
         torch.from_numpy(filled),
         n_no_attack,
+        torch.from_numpy(length),
+        torch.from_numpy(reward),
+        torch.from_numpy(terminal),
+        {k: torch.from_numpy(v) for k, v in slay.split(state).items() if k != "own"}
+        if slay
+        else None,
     )
 
 
@@ -131,7 +160,56 @@ def model_config(tasks: list[Task], cfg: OfflineConfig):
             )
         )
     own, widths, n = next(iter(shapes.values()))
-    return EntityBCConfig(own, widths, n, embed_dim=cfg.embed_dim)
+    agent = EntityBCConfig(own, widths, n, embed_dim=cfg.embed_dim)
+    if cfg.algo == "bc":
+        return agent
+    from policies.offline.odis import ODISConfig
+
+    units = {}
+    for t in tasks:
+        if t.state is None or "enemy" not in t.tokens:
+            raise OfflineError(
+                f"--algo odis needs a battle's global state split into units (smac/*, "
+                f"smacv2/*); {t.name} ({t.env}) has none"
+            )
+        units[t.name] = (
+            int(t.state["ally"].shape[-1]),
+            int(t.state["enemy"].shape[-1]),
+            "last_action" in t.state,
+        )
+    if len(set(units.values())) > 1:
+        raise OfflineError(f"the datasets' state units differ: {units}")
+    ally, enemy, last = next(iter(units.values()))
+    return ODISConfig(agent, ally, enemy, state_last_action=last)
+
+
+def build(mcfg):
+    """The trainable module of a model config: BC's network, or ODIS's learner."""
+    from policies.offline.entity_bc import EntityBC, EntityBCConfig
+    from training.odis import ODISLearner
+
+    return EntityBC(mcfg) if isinstance(mcfg, EntityBCConfig) else ODISLearner(mcfg)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of task batches with one loss and one optimiser."""
+
+    name: str
+    start: int
+    stop: int
+    per_round: bool  # one optimiser step per round of tasks (ODIS) or per task batch (BC)
+
+
+def phases(cfg: OfflineConfig, n_tasks: int) -> list[Phase]:
+    if cfg.algo == "bc":
+        return [Phase("bc", 0, cfg.steps, False)]
+    # ODIS's train_sequential runs whole rounds: every task once, then one update.
+    pre = -(-cfg.pretrain_steps // n_tasks) * n_tasks
+    return [
+        Phase("pretrain", 0, pre, True),
+        Phase("policy", pre, pre + -(-cfg.steps // n_tasks) * n_tasks, True),
+    ]
 
 
 def sequence_logits(model, tokens: dict, actions, hidden=None):
@@ -176,7 +254,6 @@ def train(
     """Trains on ``datasets`` into ``out`` (resuming what is there); returns the summary."""
     import torch
 
-    from policies.offline.entity_bc import EntityBC
     from training import runtime
 
     cfg.check()
@@ -184,7 +261,8 @@ def train(
         raise OfflineError("arena offline needs at least one DATASET (arena record writes them)")
     out = Path(out)
     # What a run is: more --steps (or another --checkpoint-every) continue it.
-    same = {k: v for k, v in asdict(cfg).items() if k not in ("steps", "checkpoint_every")}
+    ignored = ("steps", "checkpoint_every") + ("pretrain_steps",) * (cfg.algo == "bc")
+    same = {k: v for k, v in asdict(cfg).items() if k not in ignored}
     spec = {"config": same, "datasets": [str(Path(d).resolve()) for d in datasets]}
     saved = out / "offline.json"
     if saved.is_file():
@@ -200,51 +278,95 @@ def train(
     tasks = [load_task(d) for d in datasets]
     mcfg = model_config(tasks, cfg)
     torch.manual_seed(cfg.seed)
-    model = EntityBC(mcfg)
-    optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    module = build(mcfg)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(
         saved,
-        json.dumps(spec | {"model": mcfg.to_json(), "tasks": [t.env for t in tasks]}, indent=2),
+        json.dumps(
+            spec | {"algo": cfg.algo, "model": mcfg.to_json(), "tasks": [t.env for t in tasks]},
+            indent=2,
+        ),
     )
+    plan = phases(cfg, len(tasks))
+    total = plan[-1].stop
+
+    def phase_at(step: int) -> Phase:
+        return next(ph for ph in plan if step < ph.stop)
+
+    def optimiser(ph: Phase):
+        if cfg.algo == "bc":
+            params = list(module.parameters())
+        elif ph.name == "pretrain":
+            params = module.pretrain_parameters()
+        else:  # ODIS freezes the skill parts while it learns Q over skills
+            params = module.policy_parameters()
+        return params, torch.optim.Adam(params, lr=cfg.lr)  # ODIS resets it per phase
+
     ckpt, prog_path = out / "checkpoint.pt", out / "progress.json"
-    state = {"step": 0, "losses": [], "seconds": 0.0}
+    state = {"step": 0, "losses": [], "seconds": 0.0, "target_updated": 0}
+    blob = None
     if ckpt.is_file() and prog_path.is_file():
         blob = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(blob["model"])
+        module.load_state_dict(blob["model"])
+        state = {"target_updated": 0} | json.loads(prog_path.read_text())
+    phase = phase_at(state["step"]) if state["step"] < total else plan[-1]
+    params, optim = optimiser(phase)
+    if blob is not None and blob.get("phase", phase.name) == phase.name:
         optim.load_state_dict(blob["optim"])
-        state = json.loads(prog_path.read_text())
 
     def save():
-        blob = {"model": model.state_dict(), "optim": optim.state_dict()}
+        blob = {"model": module.state_dict(), "optim": optim.state_dict(), "phase": phase.name}
         with replacing(ckpt) as tmp:
             torch.save(blob, tmp)
         write_atomic(prog_path, json.dumps(state))
 
+    loss_of = {
+        "bc": lambda task, idx: bc_loss(module, task, idx),
+        "pretrain": lambda task, idx: module.skill_loss(task, idx),
+        "policy": lambda task, idx: module.policy_loss(task, idx),
+    }
     window: list[float] = []
     t0 = time.perf_counter() - state["seconds"]
-    while state["step"] < cfg.steps:
+    while state["step"] < total:
+        step = state["step"]
+        if step >= phase.stop or (step == phase.start and phase.name == "policy"):
+            phase = phase_at(step)
+            params, optim = optimiser(phase)
+            if phase.name == "policy" and step == phase.start:
+                module.update_targets()
+                state["target_updated"] = 0
         # Every draw is a function of (seed, step), so a resumed run repeats the same steps.
-        rnd, k = divmod(state["step"], len(tasks))
+        rnd, k = divmod(step - phase.start, len(tasks))
         task = tasks[np.random.default_rng([cfg.seed, rnd]).permutation(len(tasks))[k]]
-        draw = np.random.default_rng([cfg.seed, state["step"], 1])
+        draw = np.random.default_rng([cfg.seed, step, 1])
         idx = torch.from_numpy(draw.integers(0, task.actions.shape[0], cfg.batch_episodes))
-        loss = bc_loss(model, task, idx)
-        optim.zero_grad()
+        torch.manual_seed(int(draw.integers(2**31)))  # ODIS's Gumbel samples
+        loss = loss_of[phase.name](task, idx)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optim.step()
-        state["step"] += 1
         window.append(loss.item())
-        if state["step"] % cfg.checkpoint_every == 0 or state["step"] == cfg.steps:
-            state["losses"].append([state["step"], float(np.mean(window))])
+        if phase.name == "policy":  # odis_learner: target copies every 80 task batches
+            t = step - phase.start
+            if t - state["target_updated"] >= module.loss.target_update:
+                module.update_targets()
+                state["target_updated"] = t
+        state["step"] = step = step + 1
+        if phase.per_round and k < len(tasks) - 1:
+            continue  # ODIS sums the round's gradients, then steps once
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        optim.step()
+        optim.zero_grad()
+        group = len(tasks) if phase.per_round else 1  # task batches per optimiser step
+        every = cfg.checkpoint_every
+        if step == phase.stop or step // every > (step - group) // every:
+            state["losses"].append([step, float(np.mean(window))])
             state["seconds"] = time.perf_counter() - t0
             window = []
             save()
             if progress:
-                progress(state["step"], cfg.steps, state["losses"][-1][1])
+                progress(step, total, state["losses"][-1][1])
     return {
         "out": str(out),
+        "algo": cfg.algo,
         "steps": state["step"],
         "loss": state["losses"][-1][1],
         "seconds": round(state["seconds"], 1),
@@ -253,17 +375,22 @@ def train(
 
 
 def load_model(out: str | Path):
-    """The trained network of an ``arena offline`` run (weights only, nothing unpickled)."""
+    """The acting network of an ``arena offline`` run (weights only, nothing unpickled): BC's
+    network, or ODIS's agent."""
     import torch
 
-    from policies.offline.entity_bc import EntityBC, EntityBCConfig
+    from policies.offline.entity_bc import EntityBCConfig
+    from policies.offline.odis import ODISConfig
 
     out = Path(out)
     if not (out / "offline.json").is_file() or not (out / "checkpoint.pt").is_file():
         raise OfflineError(f"{out} is not an arena offline run (no offline.json/checkpoint.pt)")
     meta = json.loads((out / "offline.json").read_text())
-    model = EntityBC(EntityBCConfig(**meta["model"]))
-    model.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
+    algo = meta.get("algo", "bc")
+    mcfg = EntityBCConfig(**meta["model"]) if algo == "bc" else ODISConfig.from_json(meta["model"])
+    module = build(mcfg)
+    module.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
+    model = module if algo == "bc" else module.agent
     model.eval()
     return model, meta
 
@@ -286,10 +413,11 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
         )
     group, info = next(iter(vec.groups.items()))
     lay, n_no_attack = task_shape(env, env_args, info.action_space.n)
+    agent = getattr(model.cfg, "agent", model.cfg)  # ODIS's config holds its agent's
     if (
-        n_no_attack != model.cfg.n_no_attack
-        or lay.own_width != model.cfg.own_width
-        or {k: lay.width(k) for k in lay.groups} != model.cfg.widths
+        n_no_attack != agent.n_no_attack
+        or lay.own_width != agent.own_width
+        or {k: lay.width(k) for k in lay.groups} != agent.widths
     ):
         raise OfflineError(f"{env}'s entity tokens differ from the ones the network was trained on")
     step = vec.reset(seed=seed)

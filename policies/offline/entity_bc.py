@@ -97,8 +97,9 @@ class Block(nn.Module):
         return self.norm2(self.ff(x) + x)
 
 
-class EntityBC(nn.Module):
-    """Logits over a task's actions from its entity tokens, one step at a time."""
+class EntityEncoder(nn.Module):
+    """Embeds a task's entity tokens and runs them through the transformer: the trunk ODIS's
+    ``Decoder`` (BC-T's agent), ``ObsEncoder`` and BiKT's encoders share."""
 
     def __init__(self, cfg: EntityBCConfig):
         super().__init__()
@@ -111,7 +112,6 @@ class EntityBC(nn.Module):
             {k: nn.Linear(w + int(k == "enemy"), cfg.embed_dim) for k, w in cfg.widths.items()}
         )
         self.blocks = nn.Sequential(*(Block(cfg.embed_dim, cfg.heads) for _ in range(cfg.depth)))
-        self.q_skill = nn.Linear(cfg.embed_dim, n)
 
     def initial_state(self, rows: int) -> torch.Tensor:
         return torch.zeros(rows, self.cfg.embed_dim)
@@ -122,12 +122,13 @@ class EntityBC(nn.Module):
             np.stack([binary_id(i, c.id_length, c.max_agent) for i in range(n_agents)])
         )
 
-    def forward(
+    def encode(
         self, tokens: dict[str, torch.Tensor], last_action: torch.Tensor, hidden: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor:
         """``tokens``: ``own [R, A, w]``, kind ``[R, A, n_kind, w]`` for R rows of A agents;
-        ``last_action [R, A]`` (0 at the first step, as a zero one-hot); ``hidden [R*A, e]``.
-        Returns logits ``[R, A, n_no_attack + n_enemy]`` and the next hidden state."""
+        ``last_action [R, A]`` (-1 before the first step, as ODIS's zero one-hot);
+        ``hidden [R*A, e]``. Returns the transformer's outputs ``[R*A, 1 + entities + 1, e]``:
+        the own token first, then enemies, allies, landmarks, and the next hidden state last."""
         c = self.cfg
         R, A = tokens["own"].shape[:2]
         n = c.n_no_attack
@@ -149,11 +150,40 @@ class EntityBC(nn.Module):
                 seq.append(self.values[kind](tokens[kind]))
         own_h = self.own_value(torch.cat(own, -1))[:, :, None]
         x = torch.cat([own_h, *seq, hidden.view(R, A, 1, -1)], 2).view(R * A, -1, c.embed_dim)
-        out = self.blocks(x)
-        logits = self.q_skill(out[:, 0])
-        if "enemy" in c.widths:
-            enemy_q = self.q_skill(out[:, 1 : 1 + E]).mean(-1)
-            logits = torch.cat([logits, enemy_q], -1)
+        return self.blocks(x)
+
+
+class EntityBC(EntityEncoder):
+    """Logits over a task's actions from its entity tokens, one step at a time. With
+    ``skill_dim`` it is ODIS's action decoder: a skill's embedding (``skill_enc``) joins the
+    own token's and each enemy's output before ``q_skill``."""
+
+    def __init__(self, cfg: EntityBCConfig, skill_dim: int = 0):
+        super().__init__(cfg)
+        e = cfg.embed_dim
+        self.skill_enc = nn.Linear(skill_dim, e) if skill_dim else None
+        self.q_skill = nn.Linear(e + e * bool(skill_dim), cfg.n_no_attack)
+
+    def forward(
+        self,
+        tokens: dict[str, torch.Tensor],
+        last_action: torch.Tensor,
+        hidden: torch.Tensor,
+        skill: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`encode` (``skill [R*A, skill_dim]`` for a decoder). Returns logits
+        ``[R, A, n_no_attack + n_enemy]`` and the next hidden state."""
+        R, A = tokens["own"].shape[:2]
+        out = self.encode(tokens, last_action, hidden)
+        E = tokens["enemy"].shape[2] if "enemy" in self.cfg.widths else 0
+        heads = out[:, : 1 + E]
+        if self.skill_enc is not None:
+            s = self.skill_enc(skill)[:, None].expand(-1, heads.shape[1], -1)
+            heads = torch.cat([heads, s], -1)
+        q = self.q_skill(heads)
+        logits = q[:, 0]
+        if E:
+            logits = torch.cat([logits, q[:, 1:].mean(-1)], -1)
         return logits.view(R, A, -1), out[:, -1]
 
 

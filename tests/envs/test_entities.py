@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.entities import entity_layout
+from envs.entities import entity_layout, state_layout
 from envs.smac.core import BattleBatch
 
 SMAC_CASES = [
@@ -134,3 +134,46 @@ def test_bad_input_names_what_is_allowed():
     lay = entity_layout("smac/3m-v0")
     with pytest.raises(ValueError, match="length 7; this layout's is 30"):
         lay.split(np.zeros((2, 7)))
+
+
+@pytest.mark.parametrize(("env_id", "env_args"), SMAC_CASES)
+def test_state_units_are_the_flat_state(env_id, env_args):
+    env = envs.make(env_id, **env_args)
+    env.reset(seed=0)
+    state = np.asarray(env.state(), np.float32)
+    lay = state_layout(env_id, env_args)
+    core = env.core
+    tok = lay.split(state)
+    assert tok["ally"].shape == (core.n_allies, core.nf_state_ally)
+    assert tok["enemy"].shape == (core.n_enemies, core.nf_state_enemy)
+    assert tok["last_action"].shape == (core.n_allies, core.n_actions)
+    np.testing.assert_array_equal(lay.join(tok), state)
+
+
+def test_state_units_are_the_units_and_the_actions_taken():
+    """Ally i's unit is [health, cooldown, x, y] of agent i, enemy j's [health, x, y] of
+    enemy j (SMAC's get_state), and the last-action block is the actions just taken."""
+    core = BattleBatch(1, seed=3, map_name="5m_vs_6m", auto_reset=False)
+    step = core.reset()
+    rng = np.random.default_rng(0)
+    lay = state_layout("smac/5m_vs_6m-v0")
+    A = core.n_allies
+    for _ in range(5):
+        acts = np.array([rng.choice(np.flatnonzero(m)) for m in core._last_mask[0]])
+        step = core.step(acts[None])
+        tok = lay.split(np.asarray(step.state[0]))
+        hp = core.hp[0] / core.hp_max[0]
+        centred = (core.pos[0] - 16 * (1 + 1j)) / 32
+        alive = core.alive[0]
+        np.testing.assert_allclose(tok["ally"][:, 0], hp[:A] * alive[:A], atol=1e-6)
+        np.testing.assert_allclose(tok["ally"][:, 2], centred.real[:A] * alive[:A], atol=1e-5)
+        np.testing.assert_allclose(tok["enemy"][:, 0], hp[A:] * alive[A:], atol=1e-6)
+        np.testing.assert_allclose(tok["enemy"][:, 2], centred.imag[A:] * alive[A:], atol=1e-5)
+        np.testing.assert_array_equal(tok["last_action"].argmax(-1)[alive[:A]], acts[alive[:A]])
+
+
+def test_state_layout_refuses_states_without_unit_blocks():
+    with pytest.raises(ValueError, match="no unit blocks with obs_instead_of_state"):
+        state_layout("smac/3m-v0", {"obs_instead_of_state": True})
+    with pytest.raises(ValueError, match="no state layout for 'mpe/simple_spread-v3'"):
+        state_layout("mpe/simple_spread-v3")

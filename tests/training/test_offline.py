@@ -12,15 +12,6 @@ from training import offline
 from training import record as rec
 
 
-@pytest.fixture(scope="module")
-def marine_sets(ray_session, tmp_path_factory):
-    """SMAC's heuristic on 3m and 5m: small datasets of two unit counts."""
-    root = tmp_path_factory.mktemp("sets")
-    for m in ("3m", "5m"):
-        rec.record("heuristic", root / m, env=f"smac/{m}-v0", episodes=12, workers=1, seed=0)
-    return [str(root / "3m"), str(root / "5m")]
-
-
 def accuracy(model, task) -> float:
     """How often the greedy action (over all actions) is the dataset's, on filled steps of
     living agents that had a choice."""
@@ -108,8 +99,8 @@ def test_bad_input_is_refused_with_one_line(marine_sets, tmp_path, capsys):
         return capsys.readouterr().err.strip().splitlines()[-1]
 
     out = str(tmp_path / "run")
-    assert "offline algorithms are bc" in error(
-        ["offline", *marine_sets, "--out", out, "--algo", "odis"]
+    assert "offline algorithms are bc, odis" in error(
+        ["offline", *marine_sets, "--out", out, "--algo", "cql"]
     )
     assert "--steps must be at least 1" in error(
         ["offline", *marine_sets, "--out", out, "--steps", "0"]
