@@ -3,9 +3,10 @@
     .venv/bin/python bench/offline_marine.py RUN [RUN ...] [--set marine-easy]
         [--episodes 128] [--out bench/results/offline_marine.json]
 
-RUN: ``arena offline`` run folders (one per seed) evaluated with ``--eval`` on the task
-set's maps (their ``zero_shot.json``). For each map it prints the runs' mean win rate with
-the standard deviation over seeds and the pooled Wilson 95% interval over all their battles,
+RUN: ``arena offline`` run folders (one per seed and algorithm) evaluated with ``--eval`` on
+the task set's maps (their ``zero_shot.json``). For each map and algorithm (``--algo`` of the
+run: bc, odis) it prints the runs' mean win rate with the standard deviation over seeds and
+the pooled Wilson 95% interval over all their battles,
 and two sanity rows played here on the same seeds: uniformly random legal actions and SMAC's
 scripted heuristic (``heuristic_ai`` with ``heuristic_rest``, as legal actions). Prints one
 JSON object and a Markdown table.
@@ -68,25 +69,28 @@ def main() -> None:
     p.add_argument("--out", default="bench/results/offline_marine.json")
     a = p.parse_args()
     sources, tests = TASK_SETS[a.set]
-    tables = [json.loads((Path(r) / "zero_shot.json").read_text()) for r in a.runs]
+    by_algo: dict[str, list[dict]] = {}
+    for r in a.runs:
+        algo = json.loads((Path(r) / "offline.json").read_text()).get("algo", "bc")
+        by_algo.setdefault(algo, []).append(json.loads((Path(r) / "zero_shot.json").read_text()))
     rows = []
     for m in tests:
         env = f"smac/{m}-v0"
-        got = [t[env] for t in tables if env in t]
-        if len(got) != len(tables):
-            p.error(f"{env} is missing from a run's zero_shot.json: run arena offline --eval-only")
-        rates = [g["win_rate"] for g in got]
-        wins = sum(round(g["win_rate"] * g["episodes"]) for g in got)
-        n = sum(g["episodes"] for g in got)
-        row = {
-            "map": m,
-            "source": m in sources,
-            "bc_mean": float(np.mean(rates)),
-            "bc_std": float(np.std(rates)),
-            "bc_seeds": rates,
-            "bc_pooled_ci95": list(wilson(wins, n)),
-            "bc_battles": n,
-        }
+        row = {"map": m, "source": m in sources}
+        for algo, tables in by_algo.items():
+            got = [t[env] for t in tables if env in t]
+            if len(got) != len(tables):
+                p.error(f"{env} is missing from a run's zero_shot.json: arena offline --eval-only")
+            rates = [g["win_rate"] for g in got]
+            wins = sum(round(g["win_rate"] * g["episodes"]) for g in got)
+            n = sum(g["episodes"] for g in got)
+            row |= {
+                f"{algo}_mean": float(np.mean(rates)),
+                f"{algo}_std": float(np.std(rates)),
+                f"{algo}_seeds": rates,
+                f"{algo}_pooled_ci95": list(wilson(wins, n)),
+                f"{algo}_battles": n,
+            }
         for kind in ("random", "heuristic"):
             w = scripted(m, a.episodes, kind)
             row[kind] = w / a.episodes
@@ -96,17 +100,20 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
-    print(
-        f"\n| map | BC-T (mean ± std over {len(a.runs)} seeds; pooled 95%) | random | heuristic |"
-    )
-    print("| --- | --- | --- | --- |")
+    names = {"bc": "BC-T", "odis": "ODIS"}
+    heads = [
+        f"{names.get(k, k)} (mean ± std over {len(v)} seeds; pooled 95%)"
+        for k, v in by_algo.items()
+    ]
+    print(f"\n| map | {' | '.join(heads)} | random | heuristic |")
+    print("| --- |" + " --- |" * (len(heads) + 2))
     for r in rows:
-        lo, hi = r["bc_pooled_ci95"]
         name = f"{r['map']} (source)" if r["source"] else r["map"]
-        print(
-            f"| {name} | {r['bc_mean']:.1%} ± {r['bc_std']:.1%} ({lo:.1%}-{hi:.1%}) | "
-            f"{r['random']:.1%} | {r['heuristic']:.1%} |"
-        )
+        cells = []
+        for k in by_algo:
+            lo, hi = r[f"{k}_pooled_ci95"]
+            cells.append(f"{r[f'{k}_mean']:.1%} ± {r[f'{k}_std']:.1%} ({lo:.1%}-{hi:.1%})")
+        print(f"| {name} | {' | '.join(cells)} | {r['random']:.1%} | {r['heuristic']:.1%} |")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,12 @@
 """ODIS (``policies.offline.odis``, ``training.odis``): its attention and mixer compute what
 ODIS's code computes, skill discovery learns the recorded actions, the policy phase leaves the
-skills alone, a run resumes across the phase boundary, and envs without unit states are
-refused."""
+skills alone, and a run resumes across the phase boundary (datasets without unit states are
+refused: ``test_offline.py``)."""
 
 import dataclasses
 import json
 
 import numpy as np
-import pytest
 import torch
 
 from policies.offline.entity_bc import EntityBCConfig
@@ -137,12 +136,3 @@ def test_odis_learns_skills_then_q_over_them_and_resumes_to_the_same_weights(mar
             assert not torch.equal(part[k], a[k]), k
     rows = offline.zero_shot(tmp_path / "a", ["smac/4m-v0"], episodes=4)
     assert rows[0]["episodes"] == 4 and not rows[0]["source"]
-
-
-def test_odis_needs_unit_states(marine_sets):
-    task = offline.load_task(marine_sets[0])
-    cfg = offline.OfflineConfig(algo="odis")
-    with pytest.raises(
-        offline.OfflineError, match="needs a battle's global state split into units"
-    ):
-        offline.model_config([dataclasses.replace(task, state=None)], cfg)
