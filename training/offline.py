@@ -7,10 +7,11 @@ never saw, through the envs' entity tokens (``envs.entities``). The loop is ODIS
 (github.com/LAMDA-RL/ODIS ``src/mto.py`` ``train_sequential``): each round visits the source
 tasks in a shuffled order, a batch of each task's episodes; BC steps once per task, ODIS once
 per round on the summed gradients (``learner.update``); 32 episodes a batch, Adam at
-``lr: 0.0005``, ``grad_norm_clip: 10`` (``src/config/default.yaml``); its budget ``t_max: 35000`` counts these task batches
-(``src/config/envs/sc2_offline.yaml``). The loss is ``bc_learner.py``'s cross-entropy of the
-dataset's actions, over the steps an episode filled (ODIS divides a sum that also counts the
-padding by the filled steps; here the padding is left out).
+``lr: 0.0005``, ``grad_norm_clip: 10`` (``src/config/default.yaml``); its budget
+``t_max: 35000`` counts these task batches (``src/config/envs/sc2_offline.yaml``). BC's loss
+is ``bc_learner.py``'s cross-entropy of the dataset's actions, over the steps an episode
+filled (ODIS divides a sum that also counts the padding by the filled steps; here the padding
+is left out).
 
 A plain torch loop, not RLlib's offline API: RLlib 2.60's offline stack (``OfflineData``,
 ``OfflinePreLearner``) reads single-agent episodes, and this learner needs whole multi-agent
