@@ -107,7 +107,7 @@ def load_task(path: str | Path) -> Task:
         try:
             slay = state_layout(card["env"], card["env_args"])
         except ValueError:  # a state with no unit blocks: fine for BC, refused by ODIS
-            slay = None
+            pass
     Ne, T = len(episodes), max(len(e["t"]) for e in episodes)
     A = episodes[0]["obs"].shape[1]
     obs = np.zeros((Ne, T + 1, A, lay.dim), np.float32)
@@ -331,10 +331,10 @@ def train(
     t0 = time.perf_counter() - state["seconds"]
     while state["step"] < total:
         step = state["step"]
-        if step >= phase.stop or (step == phase.start and phase.name == "policy"):
+        if step > 0 and step == phase_at(step).start:  # a phase begins: ODIS resets Adam
             phase = phase_at(step)
             params, optim = optimiser(phase)
-            if phase.name == "policy" and step == phase.start:
+            if phase.name == "policy":  # and its targets start from the pretrained networks
                 module.update_targets()
                 state["target_updated"] = 0
         # Every draw is a function of (seed, step), so a resumed run repeats the same steps.
