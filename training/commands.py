@@ -395,12 +395,13 @@ def _register_offline(sub: argparse._SubParsersAction) -> None:
         "offline",
         help="train one policy offline on several tasks' datasets and evaluate it zero-shot",
         description="Trains one policy for several tasks on the datasets of arena record: "
-        "ODIS's multi-task behaviour cloning (BC-T, entity tokens) or ODIS itself (skill "
-        "discovery, then conservative Q-learning over skills), resumably (the same command "
+        "ODIS's multi-task behaviour cloning (BC-T, entity tokens), ODIS (skill discovery, "
+        "then conservative Q-learning over skills) or BiKT (skill and tactic codebooks, then a "
+        "bi-level decision transformer), resumably (the same command "
         "again continues); then plays each --eval env greedily (docs/offline.md).",
     )
     o.add_argument("datasets", nargs="*", metavar="DATASET", help="arena record folders")
-    o.add_argument("--algo", default="bc", help="bc (ODIS's BC-T) or odis")
+    o.add_argument("--algo", default="bc", help="bc (ODIS's BC-T), odis or bikt")
     o.add_argument("--out", required=True, help="the run's folder")
     o.add_argument(
         "--steps", type=int, default=35_000, help="task batches of training (ODIS: 35000)"
@@ -409,7 +410,7 @@ def _register_offline(sub: argparse._SubParsersAction) -> None:
         "--pretrain-steps",
         type=int,
         default=15_000,
-        help="odis: task batches of skill discovery first (ODIS: 15000)",
+        help="odis, bikt: task batches of skill (and tactic) learning first (ODIS: 15000)",
     )
     o.add_argument("--batch-episodes", type=int, default=32, help="episodes per step")
     o.add_argument("--lr", type=float, default=5e-4)

@@ -35,7 +35,7 @@ import numpy as np
 from envs.files import replacing, write_atomic
 from training.config import ConfigError
 
-ALGOS = ("bc", "odis")
+ALGOS = ("bc", "odis", "bikt")
 
 
 class OfflineError(ConfigError):
@@ -48,7 +48,7 @@ class OfflineConfig:
 
     algo: str = "bc"
     steps: int = 35_000  # task batches (sc2_offline.yaml t_max; ODIS's t_env)
-    pretrain_steps: int = 15_000  # odis: skill-discovery task batches (odis.yaml)
+    pretrain_steps: int = 15_000  # odis, bikt: skill (and tactic) task batches (odis.yaml)
     batch_episodes: int = 32  # default.yaml batch_size
     lr: float = 5e-4
     grad_clip: float = 10.0
@@ -165,6 +165,16 @@ def model_config(tasks: list[Task], cfg: OfflineConfig):
     agent = EntityBCConfig(own, widths, n, embed_dim=cfg.embed_dim)
     if cfg.algo == "bc":
         return agent
+    if cfg.algo == "bikt":
+        from policies.offline.bikt import BiKTConfig
+
+        best = max(float(t.reward.sum(1).max()) for t in tasks)
+        if not best > 0:
+            raise OfflineError(
+                "--algo bikt asks its decision transformer for the datasets' best team "
+                f"return, and no episode of {[t.name for t in tasks]} returned more than 0"
+            )
+        return BiKTConfig(agent, target_return=best)
     from policies.offline.odis import ODISConfig
 
     units = {}
@@ -186,11 +196,15 @@ def model_config(tasks: list[Task], cfg: OfflineConfig):
 
 
 def build(mcfg):
-    """The trainable module of a model config: BC's network, or ODIS's learner."""
+    """The trainable module of a model config: BC's network, or ODIS's or BiKT's learner."""
+    from policies.offline.bikt import BiKTConfig
     from policies.offline.entity_bc import EntityBC, EntityBCConfig
+    from training.bikt import BiKTLearner
     from training.odis import ODISLearner
 
-    return EntityBC(mcfg) if isinstance(mcfg, EntityBCConfig) else ODISLearner(mcfg)
+    if isinstance(mcfg, EntityBCConfig):
+        return EntityBC(mcfg)
+    return BiKTLearner(mcfg) if isinstance(mcfg, BiKTConfig) else ODISLearner(mcfg)
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,9 @@ class Phase:
 def phases(cfg: OfflineConfig, n_tasks: int) -> list[Phase]:
     if cfg.algo == "bc":
         return [Phase("bc", 0, cfg.steps, False)]
+    if cfg.algo == "bikt":  # skills and tactics, then the decision transformer on them
+        pre = cfg.pretrain_steps
+        return [Phase("pretrain", 0, pre, False), Phase("policy", pre, pre + cfg.steps, False)]
     # ODIS's train_sequential runs whole rounds: every task once, then one update.
     pre = -(-cfg.pretrain_steps // n_tasks) * n_tasks
     return [
@@ -300,7 +317,7 @@ def train(
             params = list(module.parameters())
         elif ph.name == "pretrain":
             params = module.pretrain_parameters()
-        else:  # ODIS freezes the skill parts while it learns Q over skills
+        else:  # ODIS and BiKT freeze the skill parts while they learn to pick skills
             params = module.policy_parameters()
         return params, torch.optim.Adam(params, lr=cfg.lr)  # ODIS resets it per phase
 
@@ -334,7 +351,7 @@ def train(
         if step > 0 and step == phase_at(step).start:  # a phase begins: ODIS resets Adam
             phase = phase_at(step)
             params, optim = optimiser(phase)
-            if phase.name == "policy":  # and its targets start from the pretrained networks
+            if cfg.algo == "odis":  # and its targets start from the pretrained networks
                 module.update_targets()
                 state["target_updated"] = 0
         # Every draw is a function of (seed, step), so a resumed run repeats the same steps.
@@ -346,7 +363,7 @@ def train(
         loss = loss_of[phase.name](task, idx)
         loss.backward()
         window.append(loss.item())
-        if phase.name == "policy":  # odis_learner: target copies every 80 task batches
+        if cfg.algo == "odis" and phase.name == "policy":  # target copies every 80 batches
             t = step - phase.start
             if t - state["target_updated"] >= module.loss.target_update:
                 module.update_targets()
@@ -378,9 +395,10 @@ def train(
 
 def load_model(out: str | Path):
     """The acting network of an ``arena offline`` run (weights only, nothing unpickled): BC's
-    network, or ODIS's agent."""
+    network, or ODIS's or BiKT's agent."""
     import torch
 
+    from policies.offline.bikt import BiKTConfig
     from policies.offline.entity_bc import EntityBCConfig
     from policies.offline.odis import ODISConfig
 
@@ -389,7 +407,10 @@ def load_model(out: str | Path):
         raise OfflineError(f"{out} is not an arena offline run (no offline.json/checkpoint.pt)")
     meta = json.loads((out / "offline.json").read_text())
     algo = meta.get("algo", "bc")
-    mcfg = EntityBCConfig(**meta["model"]) if algo == "bc" else ODISConfig.from_json(meta["model"])
+    if algo == "bc":
+        mcfg = EntityBCConfig(**meta["model"])
+    else:
+        mcfg = {"odis": ODISConfig, "bikt": BiKTConfig}[algo].from_json(meta["model"])
     module = build(mcfg)
     module.load_state_dict(torch.load(out / "checkpoint.pt", weights_only=True)["model"])
     model = module if algo == "bc" else module.agent
@@ -415,7 +436,7 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
         )
     group, info = next(iter(vec.groups.items()))
     lay, n_no_attack = task_shape(env, env_args, info.action_space.n)
-    agent = getattr(model.cfg, "agent", model.cfg)  # ODIS's config holds its agent's
+    agent = getattr(model.cfg, "agent", model.cfg)  # ODIS's and BiKT's configs hold it
     if (
         n_no_attack != agent.n_no_attack
         or lay.own_width != agent.own_width
@@ -430,17 +451,23 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
     done = np.zeros(episodes, bool)
     won = np.zeros(episodes, bool)
     ret = np.zeros(episodes)
+    team = np.zeros(episodes)  # the team's return so far (SMAC: every agent's reward)
     with torch.no_grad():
         while not done.all():
             tokens = {
                 k: torch.from_numpy(np.ascontiguousarray(v, np.float32))
                 for k, v in lay.split(np.asarray(step.obs[group])).items()
             }
-            logits, hidden = model(tokens, last, hidden)
+            if getattr(model, "return_conditioned", False):  # BiKT: the return still to get
+                to_go = torch.from_numpy(model.cfg.target_return - team)
+                logits, hidden = model(tokens, last, hidden, to_go)
+            else:
+                logits, hidden = model(tokens, last, hidden)
             act = masked_greedy(logits, (step.action_mask or {}).get(group, legal))
             step = vec.step({group: act})
             last = torch.from_numpy(act)
             ret += np.where(done, 0.0, step.rewards.sum(1))
+            team += np.where(done, 0.0, step.rewards.mean(1))
             end = (step.terminated | step.truncated) & ~done
             if step.info is not None and "battle_won" in step.info:
                 won[end] = np.asarray(step.info["battle_won"])[end]

@@ -123,12 +123,18 @@ class EntityEncoder(nn.Module):
         )
 
     def encode(
-        self, tokens: dict[str, torch.Tensor], last_action: torch.Tensor, hidden: torch.Tensor
+        self,
+        tokens: dict[str, torch.Tensor],
+        last_action: torch.Tensor,
+        hidden: torch.Tensor,
+        extra: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``tokens``: ``own [R, A, w]``, kind ``[R, A, n_kind, w]`` for R rows of A agents;
         ``last_action [R, A]`` (-1 before the first step, as ODIS's zero one-hot);
-        ``hidden [R*A, e]``. Returns the transformer's outputs ``[R*A, 1 + entities + 1, e]``:
-        the own token first, then enemies, allies, landmarks, and the next hidden state last."""
+        ``hidden [R*A, e]``; ``extra [R*A, k, e]``: embedded tokens of the caller's (BiKT's
+        return-to-go). Returns the transformer's outputs ``[R*A, 1 + entities + k + 1, e]``:
+        the own token first, then enemies, allies, landmarks, the extra tokens, and the next
+        hidden state last."""
         c = self.cfg
         R, A = tokens["own"].shape[:2]
         n = c.n_no_attack
@@ -148,6 +154,8 @@ class EntityEncoder(nn.Module):
         for kind in KINDS[1:]:
             if kind in c.widths:
                 seq.append(self.values[kind](tokens[kind]))
+        if extra is not None:
+            seq.append(extra.view(R, A, -1, c.embed_dim))
         own_h = self.own_value(torch.cat(own, -1))[:, :, None]
         x = torch.cat([own_h, *seq, hidden.view(R, A, 1, -1)], 2).view(R * A, -1, c.embed_dim)
         return self.blocks(x)
