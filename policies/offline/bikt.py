@@ -42,7 +42,7 @@ class BiKTConfig:
     """BiKT's sizes (ours: the paper's could not be read) and the return it asks for."""
 
     agent: EntityBCConfig
-    target_return: float  # the datasets' best team return: DT's expert target and scale
+    target_return: float  # the datasets' best team return: DT's expert target
     skill_codes: int = 8
     tactic_codes: int = 16
     code_dim: int = 16
@@ -179,7 +179,7 @@ class BiKTAgent(nn.Module):
         skill logits ``[R, A, skill_codes]`` given ``tactic [R, A]`` (its own greedy pick
         when None), and the next history token. ``return_to_go [R]``: the team's."""
         R, A = tokens["own"].shape[:2]
-        rtg = (return_to_go / self.cfg.target_return).float()
+        rtg = (return_to_go / (abs(self.cfg.target_return) or 1.0)).float()  # ~1 at the start
         extra = self.return_embed(rtg[:, None, None].expand(R, A, 1))
         out = self.backbone.encode(tokens, last_action, hidden, extra.reshape(R * A, 1, -1))
         own = out[:, 0]

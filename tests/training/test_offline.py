@@ -99,7 +99,7 @@ def test_bad_input_is_refused_with_one_line(marine_sets, tmp_path, capsys):
         return capsys.readouterr().err.strip().splitlines()[-1]
 
     out = str(tmp_path / "run")
-    assert "offline algorithms are bc, odis" in error(
+    assert "offline algorithms are bc, odis, bikt" in error(
         ["offline", *marine_sets, "--out", out, "--algo", "cql"]
     )
     assert "--steps must be at least 1" in error(
