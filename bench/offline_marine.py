@@ -5,11 +5,11 @@
 
 RUN: ``arena offline`` run folders (one per seed and algorithm) evaluated with ``--eval`` on
 the task set's maps (their ``zero_shot.json``). For each map and algorithm (``--algo`` of the
-run: bc, odis) it prints the runs' mean win rate with the standard deviation over seeds and
-the pooled Wilson 95% interval over all their battles,
-and two sanity rows played here on the same seeds: uniformly random legal actions and SMAC's
-scripted heuristic (``heuristic_ai`` with ``heuristic_rest``, as legal actions). Prints one
-JSON object and a Markdown table.
+run: bc, odis, bikt) it prints the runs' mean win rate with the standard deviation over seeds
+and the pooled Wilson 95% interval over all their battles, and two sanity rows played here
+on the same seeds: uniformly random legal actions and SMAC's scripted heuristic
+(``heuristic_ai`` with ``heuristic_rest``, as legal actions). Prints one JSON object and a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
-    names = {"bc": "BC-T", "odis": "ODIS"}
+    names = {"bc": "BC-T", "odis": "ODIS", "bikt": "BiKT"}
     heads = [
         f"{names.get(k, k)} (mean ± std over {len(v)} seeds; pooled 95%)"
         for k, v in by_algo.items()
