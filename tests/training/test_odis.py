@@ -13,6 +13,8 @@ from policies.offline.entity_bc import EntityBCConfig
 from policies.offline.odis import ODISConfig, QAttnMixer, StateEncoder, unit_attention
 from training import offline
 
+from .replay import decoder_accuracy
+
 CFG = ODISConfig(
     EntityBCConfig(own_width=5, widths={"enemy": 5, "ally": 5}, n_no_attack=6),
     state_ally=4,
@@ -110,16 +112,7 @@ def test_odis_learns_skills_then_q_over_them_and_resumes_to_the_same_weights(mar
         flat = {k: v.reshape(B * L, *v.shape[2:]) for k, v in b["state"].items()}
         skills = learner.agent.state_skills(flat, b["actions"].reshape(B * L, A)).argmax(-1)
         skills = torch.nn.functional.one_hot(skills, 3).float().view(B, L, A, 3)
-        dec, hidden = learner.agent.decoder, learner.agent.decoder.initial_state(B * A)
-        last, hits, count = torch.full((B, A), -1), 0.0, 0.0
-        for t in range(L - 1):
-            step = {k: v[:, t] for k, v in b["tokens"].items()}
-            logits, hidden = dec(step, last, hidden, skills[:, t].reshape(B * A, 3))
-            keep = b["acted"][:, t, None].bool() & (b["actions"][:, t] != 0)
-            hits += float(((logits.argmax(-1) == b["actions"][:, t]) & keep).sum())
-            count += float(keep.sum())
-            last = b["actions"][:, t]
-    assert hits / count > 0.6
+    assert decoder_accuracy(learner.agent.decoder, b, skills, L - 1) > 0.6
     # 62 task batches (pretraining and one round of Q-learning), then the rest
     offline.train(marine_sets, tmp_path / "b", dataclasses.replace(cfg, steps=2))
     part = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]
