@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -46,6 +48,18 @@ def per_agent_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")
 
 
+@dataclass
+class Labels:
+    """What the skill and tactic encoders make of a batch ``[B, L, ...]``."""
+
+    skill: torch.Tensor  # skill embeddings [B, L, A, d] (straight-through)
+    code: torch.Tensor  # skill codes [B, L, A]
+    skill_vq: torch.Tensor  # the skill codebook's VQ-VAE loss [B, L, A]
+    tactic: torch.Tensor  # tactic codes [B, L]
+    tactic_vq: torch.Tensor  # the tactic codebook's VQ-VAE loss [B, L]
+    share_ce: torch.Tensor  # the tactic's cross-entropy of the skill shares [B, L]
+
+
 class BiKTLearner(nn.Module):
     def __init__(self, cfg: BiKTConfig):
         super().__init__()
@@ -58,10 +72,9 @@ class BiKTLearner(nn.Module):
     def policy_parameters(self) -> list:
         return self.agent.policy_parameters()
 
-    def labels(self, b, learning: bool):
-        """Skill embeddings ``[B, L, A, d]``, skill codes ``[B, L, A]`` and their VQ losses,
-        and the steps' tactic codes ``[B, L]``, VQ losses and skill log-shares. While the
-        codebooks are ``learning``, their unused codes restart."""
+    def labels(self, b, learning: bool) -> Labels:
+        """The batch's skills and tactics; while the codebooks are ``learning``, their unused
+        codes restart."""
         actions = b["actions"]
         B, L, A = actions.shape
         tokens = {k: v.reshape(B * L, *v.shape[2:]) for k, v in b["tokens"].items()}
@@ -69,36 +82,34 @@ class BiKTLearner(nn.Module):
         skill, code, skill_vq = self.agent.skills(tokens, actions.reshape(B * L, A), acted)
         share = nn.functional.one_hot(code, self.cfg.skill_codes).float().mean(1)
         _, t_code, tactic_vq, log_share = self.agent.tactics(skill.detach(), share, acted)
-        return (
+        return Labels(
             skill.view(B, L, A, -1),
             code.view(B, L, A),
             skill_vq.view(B, L, A),
             t_code.view(B, L),
             tactic_vq.view(B, L),
-            log_share.view(B, L, -1),
-            share.view(B, L, -1),
+            -(share * log_share).sum(-1).view(B, L),
         )
 
     def skill_loss(self, task, idx) -> torch.Tensor:
         b = batch(task, idx)
         actions, acted = b["actions"], b["acted"]
         B, L, A = actions.shape
-        skill, code, skill_vq, _, tactic_vq, log_share, share = self.labels(b, learning=True)
+        lab = self.labels(b, learning=True)
         decoder = self.agent.decoder
         hidden = decoder.initial_state(B * A)
         last = torch.full((B, A), -1, dtype=torch.long)
         ce = []
         for t in range(L):
             step = {k: v[:, t] for k, v in b["tokens"].items()}
-            logits, hidden = decoder(step, last, hidden, skill[:, t].reshape(B * A, -1))
+            logits, hidden = decoder(step, last, hidden, lab.skill[:, t].reshape(B * A, -1))
             ce.append(per_agent_ce(logits, actions[:, t]))
             last = actions[:, t]
-        share_ce = -(share * log_share).sum(-1)
         return (
             masked_mean(torch.stack(ce, 1), acted)
-            + masked_mean(skill_vq, acted)
-            + masked_mean(share_ce, acted)
-            + masked_mean(tactic_vq, acted)
+            + masked_mean(lab.skill_vq, acted)
+            + masked_mean(lab.share_ce, acted)
+            + masked_mean(lab.tactic_vq, acted)
         )
 
     def policy_loss(self, task, idx) -> torch.Tensor:
@@ -106,8 +117,8 @@ class BiKTLearner(nn.Module):
         actions, acted = b["actions"], b["acted"]
         B, L, A = actions.shape
         with torch.no_grad():
-            _, code, _, t_code, *_ = self.labels(b, learning=False)
-        tactic = t_code[..., None].expand(B, L, A)
+            lab = self.labels(b, learning=False)
+        tactic = lab.tactic[..., None].expand(B, L, A)
         hidden = self.agent.backbone.initial_state(B * A)
         last = torch.full((B, A), -1, dtype=torch.long)
         t_ce, s_ce = [], []
@@ -117,6 +128,6 @@ class BiKTLearner(nn.Module):
                 step, last, hidden, b["return_to_go"][:, t], tactic[:, t]
             )
             t_ce.append(per_agent_ce(t_logits, tactic[:, t]))
-            s_ce.append(per_agent_ce(s_logits, code[:, t]))
+            s_ce.append(per_agent_ce(s_logits, lab.code[:, t]))
             last = actions[:, t]
         return masked_mean(torch.stack(t_ce, 1), acted) + masked_mean(torch.stack(s_ce, 1), acted)

@@ -1,12 +1,13 @@
 """Offline multi-task MARL on datasets recorded by ``arena record`` (docs/offline.md):
-``arena offline DATASET ... --algo bc|odis --out DIR [--eval MAPS]``.
+``arena offline DATASET ... --algo bc|odis|bikt --out DIR [--eval MAPS]``.
 
 One network (``policies.offline.entity_bc``; ODIS: ``policies.offline.odis`` with its losses in
-``training.odis``) learns from several tasks' datasets at once and acts zero-shot on tasks it
-never saw, through the envs' entity tokens (``envs.entities``). The loop is ODIS's
+``training.odis``; BiKT: ``policies.offline.bikt``, ``training.bikt``) learns from several
+tasks' datasets at once and acts zero-shot on tasks it never saw, through the envs' entity
+tokens (``envs.entities``). The loop is ODIS's
 (github.com/LAMDA-RL/ODIS ``src/mto.py`` ``train_sequential``): each round visits the source
-tasks in a shuffled order, a batch of each task's episodes; BC steps once per task, ODIS once
-per round on the summed gradients (``learner.update``); 32 episodes a batch, Adam at
+tasks in a shuffled order, a batch of each task's episodes; BC and BiKT step once per task,
+ODIS once per round on the summed gradients (``learner.update``); 32 episodes a batch, Adam at
 ``lr: 0.0005``, ``grad_norm_clip: 10`` (``src/config/default.yaml``); its budget
 ``t_max: 35000`` counts these task batches (``src/config/envs/sc2_offline.yaml``). BC's loss
 is ``bc_learner.py``'s cross-entropy of the dataset's actions, over the steps an episode

@@ -25,8 +25,7 @@ def test_codebook_picks_the_nearest_code_passes_gradients_and_restarts_unused_co
     torch.manual_seed(0)
     book = Codebook(4, 3)
     with torch.no_grad():
-        book.codes.weight.copy_(torch.eye(4, 3) * torch.tensor([[1.0], [2.0], [3.0], [1.0]]))
-    book.codes.weight.data[3] = torch.tensor([-1.0, 0.0, 0.0])
+        book.codes.weight.copy_(torch.tensor([[1.0, 0, 0], [0, 2, 0], [0, 0, 3], [-1, 0, 0]]))
     z = torch.tensor([[0.9, 0.1, 0.0], [0.0, 0.2, 5.0], [-3.0, 0.1, 0.0]], requires_grad=True)
     book.eval()
     q, index, loss = book(z, 0.25)
@@ -101,9 +100,9 @@ def test_bikt_learns_skills_then_the_transformer_and_resumes_to_the_same_weights
     torch.testing.assert_close(b["return_to_go"][:, 0], tasks[1].reward[:12].sum(1))
     assert (b["return_to_go"][:, 1:] <= b["return_to_go"][:, :-1] + 1e-6).all()
     with torch.no_grad():
-        skill, code, *_ = learner.labels(b, learning=False)
-    assert len(code[b["acted"].bool()].unique()) > 1  # not one skill for everything
-    assert decoder_accuracy(learner.agent.decoder, b, skill, b["actions"].shape[1]) > 0.6
+        lab = learner.labels(b, learning=False)
+    assert len(lab.code[b["acted"].bool()].unique()) > 1  # not one skill for everything
+    assert decoder_accuracy(learner.agent.decoder, b, lab.skill, b["actions"].shape[1]) > 0.6
     # 61 task batches (the skills and one of the transformer), then the rest
     offline.train(marine_sets, tmp_path / "b", dataclasses.replace(cfg, steps=1))
     part = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]
