@@ -96,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_offline(sub)
     _register_hierarchy(sub)
     _register_vqa(sub)
+    _register_prm(sub)
 
     d = sub.add_parser(
         "demo", help=f"train mappo on simple_spread ({DEMO_CONFIG.name}), evaluate, render"
@@ -693,4 +694,113 @@ def run_vqa_predict(args) -> int:
 
     out = predict(args.run, args.dataset, args.out, args.split)
     print(f"predictions: {out} (score them: arena mmwalk eval-vqa {out} {args.dataset})")
+    return 0
+
+
+def _register_prm(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prm", help="a process reward model for web agents (after Web-Shepherd)")
+    psub = p.add_subparsers(dest="prm_command", required=True)
+    t = psub.add_parser("train", help="fine-tune the judge on arena web prm-data rows")
+    t.add_argument("data", help="a directory written by arena web prm-data")
+    t.add_argument("--out", required=True, help="run directory (the same command resumes it)")
+    t.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
+    t.add_argument("--lora-rank", type=int, default=8, help="0: full fine-tuning")
+    t.add_argument("--max-prompt-tokens", type=int, default=1024)
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--batch", type=int, default=4)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--checkpoint-every", type=int, default=50)
+    t.add_argument(
+        "--no-checklists", action="store_true", help="judge only; do not learn to write checklists"
+    )
+    t.set_defaults(arena_handler="training.commands:run_prm_train")
+    b = psub.add_parser("bench", help="the meta-benchmark: pick the chosen step over rejected ones")
+    b.add_argument("scorer", help="a prm train run, or base | random | outcome | oracle")
+    b.add_argument("--data", required=True, help="held-out rows (arena web prm-data --out DIR)")
+    b.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2", help="for base")
+    b.add_argument("--max-prompt-tokens", type=int, default=1024, help="for base")
+    b.add_argument("--limit", type=int, default=0, help="judge the first N states only (0: all)")
+    b.add_argument("--seed", type=int, default=0, help="for random and the intervals")
+    b.add_argument("--out", default="", help="also write the result here as JSON")
+    b.set_defaults(arena_handler="training.commands:run_prm_bench")
+
+
+def _bar(label: str):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
+    )
+
+
+def run_prm_train(args) -> int:
+    from policies.lm.student import LoRASettings, StudentSettings
+    from training import prm
+
+    model = StudentSettings(
+        kind=args.model,
+        max_prompt_tokens=args.max_prompt_tokens,
+        lora=LoRASettings(rank=args.lora_rank),
+    )
+    cfg = prm.PRMConfig(
+        model=model,
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        checklists=not args.no_checklists,
+    )
+    with _bar("prm train") as bar:
+        job = bar.add_task("train", total=cfg.steps)
+
+        def progress(step, total, loss):
+            bar.update(job, completed=step, description=f"loss {loss:.4f}")
+            bar.console.print(f"step {step}/{total} loss {loss:.4f}")
+
+        report = prm.train(args.data, args.out, cfg, progress)
+    print(
+        f"{report['steps']} steps over {report['examples']} examples: loss {report['loss']:.4f}, "
+        f"{report['train_flops']:.3g} training FLOPs ({report['seconds']:.0f} s)  ->  {args.out}"
+    )
+    return 0
+
+
+def run_prm_bench(args) -> int:
+    from policies.lm.student import LoRASettings, StudentSettings
+    from training import prm
+
+    rows = prm.read_pairs(args.data)
+    if args.limit < 0:
+        raise prm.PRMError(f"--limit must be >= 0, got {args.limit}")
+    rows = rows[: args.limit] if args.limit else rows
+    if args.scorer not in prm.BASELINES and not Path(args.scorer).is_dir():
+        raise prm.PRMError(
+            f"scorer {args.scorer!r}: a prm train run directory, or one of {', '.join(prm.BASELINES)}"
+        )
+    model = StudentSettings(
+        kind=args.model, max_prompt_tokens=args.max_prompt_tokens, lora=LoRASettings()
+    )
+    score = prm.scorer(args.scorer, model, args.seed)
+    with _bar(f"prm bench {Path(args.scorer).name}") as bar:
+        job = bar.add_task("bench", total=len(rows))
+        result = prm.benchmark(rows, score, lambda i, n: bar.update(job, completed=i))
+    result = {"scorer": args.scorer, "data": str(args.data)} | result
+    if args.out:
+        from envs.files import write_atomic
+
+        write_atomic(Path(args.out), json.dumps(result, indent=2) + "\n")
+    lo, hi = result["accuracy_ci95"]
+    print(
+        f"{args.scorer}: accuracy {result['accuracy']:.3f} ({lo:.3f}-{hi:.3f}), "
+        f"MRR {result['mrr']:.3f}, trajectory accuracy {result['trajectory_accuracy']:.3f} "
+        f"over {result['states']} states of {result['task_instances']} task instances"
+    )
     return 0

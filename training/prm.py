@@ -1,0 +1,301 @@
+"""Training a process reward model on ``arena web prm-data`` rows, and a meta-benchmark.
+
+``arena prm train DATA --out RUN``: supervised fine-tuning of :class:`policies.prm.ProcessRewardModel`
+(SmolLM2 with a LoRA adapter by default) on every candidate of every ``pairs.jsonl`` row (the
+judge's answer: the statuses its action leads to) and on every first state's checklist. A plain
+torch loop, not RLlib: the data is a fixed set of (prompt, answer) texts with no env to step,
+so RLlib's EnvRunners would have nothing to run and its offline API (built for episodes of an
+action space) would only wrap this loop. Checkpoints (the adapter and Adam's state) are
+written atomically every ``checkpoint_every`` steps and the same command resumes; batches are
+a function of (seed, step), so a resumed run repeats the same steps.
+
+``arena prm bench RUN|base|random|outcome|oracle --data DIR``: the meta-benchmark, after
+WebRewardBench (Web-Shepherd's ``src/utils/eval_utils.py``): on each state the chosen action
+(``chosen[0]``) against its rejected ones, **accuracy** (the chosen outscores every rejected
+one), **MRR** (the chosen's reciprocal rank, ties ranked below: ``get_acc_and_mrr``'s draw
+penalty) and **trajectory accuracy** (a task instance counts when every one of its states is
+right). The baselines: ``base`` is the untuned model with the same prompt (an LM judge with no
+PRM training), ``random`` uniform scores, ``outcome`` the env's own reward for the action (what
+an outcome-only signal says about a step: zero until the last), ``oracle`` the twin's labels
+(the checklist reward of the statuses after the action, what the PRM is taught).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from envs.files import replacing, write_atomic
+from policies.lm.student import LoRASettings, StudentSettings
+
+BASELINES = ("base", "random", "outcome", "oracle")
+
+
+class PRMError(ValueError):
+    """Bad input to ``arena prm`` (a missing data set, a run that is not a PRM run)."""
+
+
+def _default_model() -> StudentSettings:
+    return StudentSettings(kind="smollm2", max_prompt_tokens=1024, lora=LoRASettings(rank=8))
+
+
+@dataclass
+class PRMConfig:
+    """``arena prm train`` settings."""
+
+    model: StudentSettings = field(default_factory=_default_model)
+    """The judge: SmolLM2 with a rank-8 LoRA adapter (``policies.lm.student``)."""
+    steps: int = 300
+    """Optimizer steps."""
+    batch: int = 4
+    """Examples per step."""
+    lr: float = 1e-3
+    """Adam's step size (LoRA wants about 1e-3; full fine-tuning about 1e-4)."""
+    grad_clip: float = 1.0
+    checklists: bool = True
+    """Also learn to write the checklist from the first state (Web-Shepherd's second task)."""
+    seed: int = 0
+    checkpoint_every: int = 50
+
+    def problems(self) -> list[str]:
+        bad = [
+            f"{k}={getattr(self, k)!r} (at least 1)"
+            for k in ("steps", "batch", "checkpoint_every")
+            if getattr(self, k) < 1
+        ]
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            bad.append(f"lr={self.lr!r} (a positive number)")
+        return bad + self.model.problems()
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> PRMConfig:
+        data = dict(data)
+        data["model"] = StudentSettings(**data["model"])
+        return cls(**data)
+
+
+def read_pairs(data: str | Path) -> list[dict]:
+    """The rows of ``DATA/pairs.jsonl`` (``arena web prm-data``)."""
+    path = Path(data) / "pairs.jsonl"
+    if not path.is_file():
+        raise PRMError(f"{data}: no pairs.jsonl (write one with `arena web prm-data --out DIR`)")
+    rows = [json.loads(line) for line in path.open() if line.strip()]
+    if not rows:
+        raise PRMError(f"{path} has no rows")
+    return rows
+
+
+def examples(prm, rows: list[dict], checklists: bool) -> list:
+    """Every candidate of every row as a judge example, then each task instance's checklist
+    (from its first state) when ``checklists``."""
+    out = [e for row in rows for e in prm.judge_examples(row)]
+    if checklists:
+        out += [prm.checklist_example(r) for r in rows if not r["action_history"]]
+    return out
+
+
+def batch_indices(n: int, batch: int, seed: int, step: int) -> list[int]:
+    """The examples of optimizer step ``step``: epochs of seeded permutations, in order."""
+    start = step * batch
+    out = []
+    while len(out) < batch:
+        epoch, at = divmod(start + len(out), n)
+        perm = np.random.default_rng([seed, epoch]).permutation(n)
+        out += perm[at : at + batch - len(out)].tolist()
+    return out
+
+
+def build_prm(model: StudentSettings, seed: int = 0):
+    from policies.lm.student import Student
+    from policies.prm import ProcessRewardModel
+
+    return ProcessRewardModel(Student.build(model, seed))
+
+
+def train(
+    data: str | Path,
+    out: str | Path,
+    cfg: PRMConfig,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> dict:
+    """Trains (or resumes) a PRM on ``data``'s pairs into ``out``; returns a summary."""
+    import torch
+
+    from policies.lm.student import base_reference, train_flops
+
+    if bad := cfg.problems():
+        raise PRMError("bad PRM settings: " + "; ".join(bad))
+    out = Path(out)
+    rows = read_pairs(data)
+    spec = {"config": cfg.to_json(), "data": str(Path(data).resolve())}
+    saved = out / "prm.json"
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if {k: before.get(k) for k in spec} != spec:
+            raise PRMError(f"{out} holds another PRM run ({before.get('data')}); use a new --out")
+    elif out.exists() and any(out.iterdir()):
+        raise PRMError(f"{out} holds files but no PRM run; use a new --out")
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg.seed)
+    prm = build_prm(cfg.model, cfg.seed)
+    student = prm.student
+    pool = examples(prm, rows, cfg.checklists)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(saved, json.dumps(spec | {"base": base_reference(cfg.model)}, indent=2))
+    params = [p for p in student.model.parameters() if p.requires_grad]
+    optim = torch.optim.Adam(params, lr=cfg.lr)
+    ckpt, prog_path = out / "checkpoint.pt", out / "progress.json"
+    state = {"step": 0, "losses": [], "seconds": 0.0, "tokens": 0, "flops": 0.0}
+    if ckpt.is_file() and prog_path.is_file():
+        blob = torch.load(ckpt, weights_only=True)
+        student.load_checkpoint_state(blob["model"], str(ckpt))
+        optim.load_state_dict(blob["optim"])
+        state = json.loads(prog_path.read_text())
+
+    def save():
+        blob = {"model": student.checkpoint_state(), "optim": optim.state_dict()}
+        with replacing(ckpt) as tmp:
+            torch.save(blob, tmp)
+        write_atomic(prog_path, json.dumps(state))
+
+    window: list[float] = []
+    t0 = time.perf_counter() - state["seconds"]
+    while state["step"] < cfg.steps:
+        step = state["step"]
+        batch = [pool[i] for i in batch_indices(len(pool), cfg.batch, cfg.seed, step)]
+        loss, tokens = prm.loss(batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        optim.step()
+        optim.zero_grad()
+        window.append(loss.item())
+        state["tokens"] += tokens
+        state["flops"] += train_flops(student.params, tokens, student.trainable)
+        state["step"] = step = step + 1
+        if step == cfg.steps or step % cfg.checkpoint_every == 0:
+            state["losses"].append([step, float(np.mean(window))])
+            state["seconds"] = time.perf_counter() - t0
+            window = []
+            save()
+            if progress:
+                progress(step, cfg.steps, state["losses"][-1][1])
+    return {
+        "out": str(out),
+        "steps": state["step"],
+        "examples": len(pool),
+        "loss": state["losses"][-1][1],
+        "tokens": state["tokens"],
+        "train_flops": state["flops"],
+        "seconds": round(state["seconds"], 1),
+    }
+
+
+def load_prm(run: str | Path):
+    """The PRM of an ``arena prm train`` run (its adapter on the base it was trained on)."""
+    import torch
+
+    from policies.lm.student import check_base
+
+    run = Path(run)
+    if not (run / "prm.json").is_file() or not (run / "checkpoint.pt").is_file():
+        raise PRMError(f"{run} is not an arena prm train run (no prm.json/checkpoint.pt)")
+    meta = json.loads((run / "prm.json").read_text())
+    cfg = PRMConfig.from_json(meta["config"])
+    check_base(meta["base"], cfg.model, str(run))
+    prm = build_prm(cfg.model, cfg.seed)
+    blob = torch.load(run / "checkpoint.pt", weights_only=True)
+    prm.student.load_checkpoint_state(blob["model"], str(run / "checkpoint.pt"))
+    return prm
+
+
+# --- the meta-benchmark ------------------------------------------------------------------------
+def candidates(row: dict) -> list[dict]:
+    """What a state is judged on: the chosen action first, then the rejected ones."""
+    return [row["chosen"][0], *row["rejected"]]
+
+
+def outcome_scores(row: dict) -> list[float]:
+    """The env's own reward for each candidate, replayed on the twin from the row's state."""
+    from envs.web.prm import start
+
+    a = row["arena"]
+    state = start(a["env"], a["seed"])
+    for action in row["action_history"]:
+        state.step(action)
+    scores = []
+    for c in candidates(row):
+        sim = state.copy()
+        _, rew, *_ = sim.env.step({"agent_0": c["action"]})
+        scores.append(float(rew["agent_0"]))
+    return scores
+
+
+def scorer(which: str, model: StudentSettings | None = None, seed: int = 0):
+    """``row -> scores of candidates(row)`` for a run directory or a baseline name."""
+    if which == "random":
+        rng = np.random.default_rng(seed)
+        return lambda row: rng.random(len(candidates(row))).tolist()
+    if which == "outcome":
+        return outcome_scores
+    if which == "oracle":
+        return lambda row: [c["reward"] for c in candidates(row)]
+    import torch
+
+    torch.set_num_threads(1)
+    prm = build_prm(model or _default_model(), seed) if which == "base" else load_prm(which)
+    return lambda row: prm.scores(row, candidates(row))
+
+
+def rank_metrics(scores: list[float]) -> tuple[bool, float]:
+    """(accuracy, reciprocal rank) of ``scores[0]`` (the chosen) among all, as WebRewardBench:
+    right only when strictly above every rejected score; a tie ranks the chosen below."""
+    chosen, rejected = scores[0], scores[1:]
+    rank = 1 + sum(r > chosen for r in rejected) + sum(r == chosen for r in rejected)
+    return all(chosen > r for r in rejected), 1.0 / rank
+
+
+def cluster_ci(groups: list[list[float]], resamples: int = 2000, seed: int = 0) -> list[float]:
+    """95% bootstrap interval of the mean over states, resampling whole task instances (the
+    states of one episode are not independent)."""
+    rng = np.random.default_rng(seed)
+    sums = np.array([sum(g) for g in groups])
+    counts = np.array([len(g) for g in groups])
+    idx = rng.integers(0, len(groups), (resamples, len(groups)))
+    means = sums[idx].sum(1) / counts[idx].sum(1)
+    return [float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))]
+
+
+def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=None) -> dict:
+    """WebRewardBench's metrics of ``score`` over ``rows`` (module doc), with intervals."""
+    acc: dict[str, list[float]] = {}
+    mrr: dict[str, list[float]] = {}
+    t0 = time.perf_counter()
+    for i, row in enumerate(rows):
+        right, rr = rank_metrics(score(row))
+        acc.setdefault(row["task_id"], []).append(float(right))
+        mrr.setdefault(row["task_id"], []).append(rr)
+        if progress:
+            progress(i + 1, len(rows))
+    groups = list(acc.values())
+    traj = [float(all(g)) for g in groups]
+    n = sum(len(g) for g in groups)
+    return {
+        "states": n,
+        "task_instances": len(groups),
+        "accuracy": sum(map(sum, groups)) / n,
+        "accuracy_ci95": cluster_ci(groups),
+        "mrr": sum(map(sum, mrr.values())) / n,
+        "mrr_ci95": cluster_ci(list(mrr.values())),
+        "trajectory_accuracy": float(np.mean(traj)),
+        "trajectory_accuracy_ci95": cluster_ci([[t] for t in traj]),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
