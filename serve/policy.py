@@ -134,9 +134,12 @@ def spec_from_run(
     its spaces; the server itself never builds an env); ``seed_index``: the seed of a stacked
     run (``arena train --seeds N``)."""
     import envs
+    from serve.prm import is_prm_run, prm_spec
     from training.checkpoints import latest_checkpoint, load_config, verify_weights
     from training.evaluation import module_specs
 
+    if is_prm_run(run):  # a process reward model (arena prm train): POST /v1/reward
+        return prm_spec(run, name)
     run = Path(run)
     ckpt = latest_checkpoint(run)
     verify_weights(ckpt)  # a damaged run fails here, before Ray starts
@@ -416,6 +419,10 @@ def served_class(spec: PolicySpec) -> type:
     of MLPs never imports the language-model stack)."""
     from training.evaluation import module_specs
 
+    if spec.algo == "prm":
+        from serve.prm import PRMServed
+
+        return PRMServed
     modules = spec.modules if spec.modules is not None else module_specs(spec.run)
     acting = [s.module_class for s in modules.rl_module_specs.values() if not s.learner_only]
     kinds = {getattr(cls, "SERVED_BY", None) for cls in acting}
@@ -529,6 +536,7 @@ class Api:
     def __init__(self, policies: dict[str, ServedPolicy]):
         self.policies = policies
         self.chat_models = {n: p for n, p in policies.items() if hasattr(p, "parse_chat")}
+        self.reward_models = {n: p for n, p in policies.items() if p.spec.algo == "prm"}
 
     def route(
         self, method: str, path: str, body: bytes, content_type: str | None = "application/json"
@@ -544,6 +552,10 @@ class Api:
             )
         if path == "/v1/chat/completions":
             return self._only(method, "POST") or self._media_type(content_type) or self._chat(body)
+        if path == "/v1/reward":
+            return (
+                self._only(method, "POST") or self._media_type(content_type) or self._reward(body)
+            )
         if path == "/v1/models":  # what OpenAI clients list before they chat
             return self._only(method, "GET") or Reply(
                 200,
@@ -578,7 +590,7 @@ class Api:
             {
                 "error": f"no route {path}; routes: GET /healthz, GET /v1/policies, "
                 "GET /v1/policies/{name}, POST /v1/policies/{name}/act, GET /v1/models, "
-                "POST /v1/chat/completions"
+                "POST /v1/chat/completions, POST /v1/reward"
             },
         )
 
@@ -635,6 +647,35 @@ class Api:
             )
         try:
             return Act(policy, policy.parse_chat(payload))
+        except RequestError as e:
+            return Reply(e.status, {"error": str(e)})
+
+    def _reward(self, body: bytes) -> Reply | Act:
+        """A process reward request: the PRM its ``model`` names (or the only one served)
+        parses the rest (``serve.prm``)."""
+        if len(body) > MAX_CHAT_BYTES:
+            return Reply(413, {"error": f"reward request body over {MAX_CHAT_BYTES} bytes"})
+        try:
+            payload, _ = read_json(body)
+        except RequestError as e:
+            return Reply(e.status, {"error": str(e)})
+        if not isinstance(payload, dict):
+            return Reply(400, {"error": "the body must be a JSON object"})
+        name = payload.get("model")
+        if name is None and len(self.reward_models) == 1:
+            name = next(iter(self.reward_models))
+        policy = self.reward_models.get(name) if isinstance(name, str) else None
+        if policy is None:
+            return Reply(
+                404,
+                {
+                    "error": f"no reward model {str(name)[:100]!r}; reward models (arena prm "
+                    f"train runs; 'model' may be left out when one is served): "
+                    f"{sorted(self.reward_models)}"
+                },
+            )
+        try:
+            return Act(policy, policy.parse(payload))
         except RequestError as e:
             return Reply(e.status, {"error": str(e)})
 

@@ -271,6 +271,7 @@ def start(args, opts: ServeOptions, on_ray=None) -> dict:
         "url": url,
         "policies": {s.name: f"{url}/v1/policies/{s.name}/act" for s in specs},
         "chat_models": [s.name for s in specs if hasattr(served_class(s), "parse_chat")],
+        "reward_models": [s.name for s in specs if s.algo == "prm"],
         "metrics": metrics_url(),
     }
 
@@ -314,6 +315,9 @@ def serve_forever(args, opts: ServeOptions) -> int:
     if info["chat_models"]:
         say(f"  OpenAI chat: POST {info['url']}/v1/chat/completions (model: "
             f"{', '.join(info['chat_models'])})")  # fmt: skip
+    if info["reward_models"]:
+        say(f"  process rewards: POST {info['url']}/v1/reward (model: "
+            f"{', '.join(info['reward_models'])})")  # fmt: skip
     if info["metrics"]:
         say(f"  Prometheus metrics: {info['metrics']}")
     while not stop.wait(0.5):  # a timed wait lets the signal handler run
