@@ -28,6 +28,7 @@ read once and its key/value cache copied for each candidate.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -86,6 +87,8 @@ Note: If the target website requires login, assume the user is already logged in
 {start_url}
 
 """
+CHECKLIST_TOKENS = 256
+"""Most tokens of a written checklist (five items of a title and a goal line)."""
 _ITEM = re.compile(r"^Checklist (\d+):", re.M)
 
 
@@ -136,6 +139,8 @@ class ProcessRewardModel:
 
     def __init__(self, student: Student):
         self.student, self.tok = student, student.tok
+        self.tokens_read = 0
+        """Tokens the model has read in :meth:`judge` and :meth:`write_checklist` (FLOPs)."""
         # Each judgement's first token must differ from the others' (that is where its
         # probability is read). A BPE vocabulary has " Yes", " In", " No"; a byte one would
         # share the space, so there the space ends the item's header instead.
@@ -236,6 +241,7 @@ class ProcessRewardModel:
         if common:
             ids = torch.tensor([prompts[0][:common]], device=dev)
             shared = model(input_ids=ids, use_cache=True).past_key_values
+            self.tokens_read += common
         out = []
         for p in prompts:
             past, pos = copy.deepcopy(shared), common
@@ -250,12 +256,26 @@ class ProcessRewardModel:
                     use_cache=True,
                 )
                 past, pos = step.past_key_values, pos + len(feed)
+                self.tokens_read += len(feed)
                 logits = step.logits[0, -1].float()[self.first_ids]
                 dist = torch.softmax(logits, -1)
                 probs.append(dist.tolist())
                 feed = list(self.judgement_ids[int(dist.argmax())])
             out.append(probs)
         return out
+
+    def write_checklist(self, intent: str, start_url: str, tree: str) -> str:
+        """The checklist the model writes (greedy) for a task from its first page."""
+        row = {"intent": intent, "start_url": start_url}
+        prompt = self.fit(checklist_context(row, "{tree}"), [""], tree)[0]
+        settings = self.student.settings
+        self.student.settings = dataclasses.replace(settings, max_new_tokens=CHECKLIST_TOKENS)
+        try:
+            done = self.student.generate([prompt], 0.0, None)[0]
+        finally:
+            self.student.settings = settings
+        self.tokens_read += len(prompt) + len(done.tokens)
+        return done.text
 
     def scores(self, row: dict, responses: list[dict]) -> list[float]:
         """Each candidate's step reward: the mean over items of P(Yes) + 0.5 P(In Progress)."""

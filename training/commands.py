@@ -724,6 +724,17 @@ def _register_prm(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--seed", type=int, default=0, help="for random and the intervals")
     b.add_argument("--out", default="", help="also write the result here as JSON")
     b.set_defaults(arena_handler="training.commands:run_prm_bench")
+    n = psub.add_parser("best-of-n", help="the PRM as a verifier: a student's best of n actions")
+    n.add_argument("run", help="a prm train run")
+    n.add_argument("--policy", required=True, help="a bc or grpo run (the student that samples)")
+    n.add_argument("--tasks", nargs="+", default=None, help="twin tasks (default: the policy's)")
+    n.add_argument("--n", type=int, nargs="+", default=[1, 2, 4, 8])
+    n.add_argument("--episodes", type=int, default=20, help="held-out page seeds per task")
+    n.add_argument("--temperature", type=float, default=1.0)
+    n.add_argument("--checklist", choices=["written", "twin"], default="written")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--out", default="", help="also write the result here as JSON")
+    n.set_defaults(arena_handler="training.commands:run_prm_best_of_n")
 
 
 def _bar(label: str):
@@ -803,4 +814,42 @@ def run_prm_bench(args) -> int:
         f"MRR {result['mrr']:.3f}, trajectory accuracy {result['trajectory_accuracy']:.3f} "
         f"over {result['states']} states of {result['task_instances']} task instances"
     )
+    return 0
+
+
+def run_prm_best_of_n(args) -> int:
+    import torch
+
+    from training import prm
+
+    cfg = prm.BestOfNConfig(
+        n=args.n,
+        episodes=args.episodes,
+        temperature=args.temperature,
+        checklist=args.checklist,
+        seed=args.seed,
+    )
+    if bad := cfg.problems():
+        raise prm.PRMError("bad best-of-n settings: " + "; ".join(bad))
+    torch.set_num_threads(1)
+    judge = prm.load_prm(args.run)
+    student, tasks = prm.load_student_run(args.policy)
+    tasks = args.tasks or tasks
+    with _bar("best-of-n") as bar:
+        job = bar.add_task("episodes", total=len(cfg.n) * len(tasks) * cfg.episodes)
+        result = prm.best_of_n(
+            judge, student, tasks, cfg, lambda i, n: bar.update(job, completed=i)
+        )
+    result = {"prm": args.run, "policy": args.policy} | result
+    if args.out:
+        from envs.files import write_atomic
+
+        write_atomic(Path(args.out), json.dumps(result, indent=2) + "\n")
+    for row in result["rows"]:
+        lo, hi = row["success_ci95"]
+        print(
+            f"n={row['n']}: success {row['success']:.3f} ({lo:.3f}-{hi:.3f}) over "
+            f"{row['episodes']} episodes; FLOPs per episode: student "
+            f"{row['student_flops_per_episode']:.3g}, PRM {row['prm_flops_per_episode']:.3g}"
+        )
     return 0

@@ -299,3 +299,155 @@ def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=N
         "trajectory_accuracy_ci95": cluster_ci([[t] for t in traj]),
         "seconds": round(time.perf_counter() - t0, 1),
     }
+
+
+# --- best-of-n with the PRM as verifier ------------------------------------------------------
+@dataclass
+class BestOfNConfig:
+    """``arena prm best-of-n`` settings."""
+
+    n: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    """Candidates sampled per step (1: the student alone, no verifier)."""
+    episodes: int = 20
+    """Page seeds per task (held out: from ``policies.lm.evaluation.EVAL_SEED0``)."""
+    temperature: float = 1.0
+    """The student's sampling temperature."""
+    checklist: str = "written"
+    """``written``: the PRM writes each task's checklist from its first page (as Web-Shepherd
+    does at test time); ``twin``: the twin's expert checklist (an oracle's)."""
+    seed: int = 0
+
+    def problems(self) -> list[str]:
+        bad = []
+        if not self.n or any(k < 1 for k in self.n):
+            bad.append(f"n={self.n} (candidate counts of at least 1)")
+        if self.episodes < 1:
+            bad.append(f"episodes={self.episodes} (at least 1)")
+        if not self.temperature > 0:
+            bad.append(f"temperature={self.temperature} (positive: n samples must differ)")
+        if self.checklist not in ("written", "twin"):
+            bad.append(f"checklist={self.checklist!r} (written or twin)")
+        return bad
+
+
+def load_student_run(run: str | Path):
+    """The student of a ``bc``/``grpo`` run's newest checkpoint and its training tasks."""
+    from policies.inference import WEIGHTS_DIR, weights_file
+    from policies.lm.algorithm import training_tasks
+    from policies.lm.evaluation import load_student
+    from policies.lm.module import MODULE_ID
+    from training.checkpoints import latest_checkpoint, load_config
+    from training.evaluation import module_specs
+
+    run = Path(run)
+    cfg = load_config(run)
+    if cfg.algo not in ("bc", "grpo"):
+        raise PRMError(f"{run}: a {cfg.algo} run; best-of-n samples a bc or grpo run's student")
+    spec = module_specs(run).rl_module_specs[MODULE_ID]
+    weights = latest_checkpoint(run) / WEIGHTS_DIR / weights_file(MODULE_ID)
+    return load_student(spec, weights), training_tasks(cfg.env, cfg.settings)
+
+
+def best_of_n_episode(prm, student, env, task: str, seed: int, n: int, cfg, generator) -> dict:
+    """One episode: at each step the student samples ``n`` actions and the PRM's best is
+    played (the first sampled on a tie; with ``n`` 1 the sample, unjudged)."""
+    from envs.web import prm as labels
+
+    env_id = f"websim/{task}-v0"
+    pages = labels.pages_of(env_id)
+    obs, _ = env.reset(seed=seed, options={"task_seed": seed})
+    obs = obs["agent_0"]
+    intent = obs.splitlines()[0].removeprefix("Goal: ")
+    start_url = labels.page_url(pages[0])
+    if n == 1:
+        checklist = ""
+    elif cfg.checklist == "twin":
+        episode = labels.label_episode(env_id, seed, [], rejected=0)
+        checklist = labels.checklist_text(episode.items)
+    else:
+        checklist = prm.write_checklist(intent, start_url, labels.tree_text(obs))
+    actions, thoughts, student_tokens = [], [], 0
+    while True:
+        prompt = student.prompt(obs, actions)
+        samples = student.generate([prompt] * n, cfg.temperature, generator)
+        student_tokens += n * len(prompt) + sum(len(c.tokens) for c in samples)
+        texts = list(dict.fromkeys(c.text for c in samples))  # the distinct actions, in order
+        page = getattr(env, "index", 0)
+        responses = [
+            {"thought": labels.step_thought(labels.describe(obs, a, page)), "action": a}
+            for a in texts
+        ]
+        pick = 0
+        if len(texts) > 1:
+            row = {
+                "intent": intent,
+                "current_url": labels.page_url(pages[page]),
+                "text_observation": labels.tree_text(obs),
+                "gt_checklist": checklist,
+                "thought_history": thoughts,
+                "action_history": actions,
+            }
+            scores = prm.scores(row, responses)
+            pick = int(np.argmax(scores))
+        actions.append(texts[pick])
+        thoughts.append(responses[pick]["thought"])
+        out, rew, term, trunc, _ = env.step({"agent_0": texts[pick]})
+        if term["agent_0"] or trunc["agent_0"]:
+            reward = float(rew["agent_0"])
+            return {
+                "task": task,
+                "seed": seed,
+                "n": n,
+                "success": reward > 0.5,
+                "steps": len(actions),
+                "student_tokens": student_tokens,
+            }
+        obs = out["agent_0"]
+
+
+def best_of_n(prm, student, tasks: list[str], cfg: BestOfNConfig, progress=None) -> dict:
+    """Success against ``n`` on held-out seeds of ``tasks``, with each ``n``'s FLOPs: the
+    student's sampling (2N per token read or written) and the PRM's reading (2N per token of
+    its prompts, shared prefixes once, and of the checklists it writes)."""
+    import torch
+
+    import envs
+    from policies.lm.evaluation import EVAL_SEED0
+    from policies.lm.student import forward_flops
+    from policies.testing import wilson
+
+    if bad := cfg.problems():
+        raise PRMError("bad best-of-n settings: " + "; ".join(bad))
+    generator = torch.Generator().manual_seed(cfg.seed)
+    seeds = range(EVAL_SEED0, EVAL_SEED0 + cfg.episodes)
+    rows, done, total = [], 0, len(cfg.n) * len(tasks) * cfg.episodes
+    for n in cfg.n:
+        episodes = []
+        prm_before = prm.tokens_read
+        for task in tasks:
+            env = envs.make(f"websim/{task}-v0")
+            for seed in seeds:
+                episodes.append(best_of_n_episode(prm, student, env, task, seed, n, cfg, generator))
+                done += 1
+                if progress:
+                    progress(done, total)
+            env.close()
+        wins = sum(e["success"] for e in episodes)
+        student_flops = forward_flops(student.params, sum(e["student_tokens"] for e in episodes))
+        prm_flops = forward_flops(prm.student.params, prm.tokens_read - prm_before)
+        rows.append(
+            {
+                "n": n,
+                "episodes": len(episodes),
+                "success": wins / len(episodes),
+                "success_ci95": list(wilson(wins, len(episodes))),
+                "per_task": {
+                    t: float(np.mean([e["success"] for e in episodes if e["task"] == t]))
+                    for t in tasks
+                },
+                "steps_mean": float(np.mean([e["steps"] for e in episodes])),
+                "student_flops_per_episode": student_flops / len(episodes),
+                "prm_flops_per_episode": prm_flops / len(episodes),
+            }
+        )
+    return {"tasks": tasks, "config": asdict(cfg), "rows": rows}

@@ -364,7 +364,7 @@ def twin_id(env_id: str) -> str:
     return "websim/" + env_id.split("/", 1)[1].rsplit("-v", 1)[0] + "-v0"
 
 
-def _pages(env_id: str) -> list[str]:
+def pages_of(env_id: str) -> list[str]:
     from envs.web import FLOWS
     from envs.web.traces import task_of
 
@@ -447,7 +447,7 @@ def _effect(cost_before: float, cost_after: float, state: State) -> str:
     return "regress" if cost_after > cost_before else "none"
 
 
-def _thought(target: Target) -> str:
+def step_thought(target: Target) -> str:
     """A step's thought: what the action does, written the same way for every action (so a
     reward model cannot tell chosen from rejected by the wording)."""
     return f"I will {target.phrase()[:1].lower()}{target.phrase()[1:]}."
@@ -472,7 +472,7 @@ def label_episode(
     first = plan(state, expert)
     if first is None:
         return None
-    pages = _pages(env_id)
+    pages = pages_of(env_id)
     items = checklist([t for _, t in first], pages)
     goal = state.obs.splitlines()[0].removeprefix("Goal: ")
     ep = Episode(env_id, seed, goal, items)
@@ -522,7 +522,7 @@ def label_episode(
                     "success": state.success,
                 }
             )
-            thoughts.append(_thought(target))
+            thoughts.append(step_thought(target))
             now, step = after, step + 1
     finally:
         state.env.max_steps = limit
@@ -572,19 +572,19 @@ def pairs_at(
     def response(entry) -> dict:
         action, target, judgement, effect = entry
         return {
-            "thought": _thought(target),
+            "thought": step_thought(target),
             "action": action,
             "checklist_evaluation": judgement,
             "reward": reward(judgement),
             "effect": effect,
         }
 
-    task = _pages(ep.env_id)[state.page]
+    task = pages_of(ep.env_id)[state.page]
     return {
         "task_id": f"{ep.env_id}:{ep.seed}",
         "step_id": step,
         "intent": ep.goal,
-        "start_url": page_url(_pages(ep.env_id)[0]),
+        "start_url": page_url(pages_of(ep.env_id)[0]),
         "current_url": page_url(task),
         "text_observation": tree_text(state.obs),
         "gt_checklist": checklist_text(ep.items),

@@ -102,3 +102,69 @@ def test_bad_input_is_refused(data, tmp_path, capsys):
     assert "one of base, random, outcome, oracle" in capsys.readouterr().err
     assert main(["prm", "bench", str(tmp_path), "--data", str(data)]) == 2
     assert "not an arena prm train run" in capsys.readouterr().err
+
+
+# --- best-of-n --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def weak_student(ray_session, tmp_path_factory):
+    """A tiny student cloned from click-test-2's scripted traces for 40 iterations: at
+    temperature 1 about half its samples are the right click."""
+    from rich.console import Console
+
+    import training
+    from training.config import TrainConfig, apply_overrides
+
+    out = tmp_path_factory.mktemp("bon-student")
+    cfg = TrainConfig(env="websim/click-test-2-v0", algo="bc", iterations=40)
+    apply_overrides(cfg, ["model.kind=tiny", "trace_episodes=20", "eval_every=0", "lr=3e-3"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARENA_CACHE", str(out / "cache"))
+        return training.train(cfg, out=str(out), name="s", console=Console(quiet=True))
+
+
+class ButtonOneJudge:
+    """A stand-in verifier that knows click-test-2's answer (the button named in the goal),
+    to test the selection loop apart from any model: 1 for a click on it, 0 otherwise."""
+
+    def __init__(self, prm):
+        self.prm = prm
+        self.tokens_read = 0
+        self.student = prm.student
+
+    def write_checklist(self, *args):
+        return "Checklist 1: Click the button\n- Goal: Click it."
+
+    def scores(self, row, responses):
+        import re
+
+        name = re.search(r"Click button (\w+)", row["intent"])[1]
+        bid = re.search(rf"\[(\d+)\] button '{name}'", row["text_observation"])[1]
+        return [float(r["action"] == f"click('{bid}')") for r in responses]
+
+
+def test_best_of_n_picks_the_verifiers_best(weak_student, data, tmp_path):
+    student, tasks = prm.load_student_run(weak_student)
+    assert tasks == ["click-test-2"]
+    judge = prm.build_prm(prm.StudentSettings(kind="tiny", max_prompt_tokens=4096))
+    cfg = prm.BestOfNConfig(n=[1, 8], episodes=12, seed=0)
+    oracle = prm.best_of_n(ButtonOneJudge(judge), student, tasks, cfg)
+    one, eight = oracle["rows"]
+    assert one["n"] == 1 and eight["n"] == 8 and one["episodes"] == 12
+    assert eight["success"] >= max(one["success"], 0.75)  # the right click is among 8 samples
+    per_step = [r["student_flops_per_episode"] / r["steps_mean"] for r in (one, eight)]
+    assert per_step[1] > 3 * per_step[0]  # eight samples a step (n=1 prompts hold more history)
+    # the real (tiny, untrained) PRM through the CLI: it writes a checklist and judges
+    out = tmp_path / "bon.json"
+    args = ["prm", "best-of-n", str(_tiny_run(data, tmp_path)), "--policy", str(weak_student)]
+    assert main([*args, "--n", "1", "3", "--episodes", "2", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["n"] for r in rows] == [1, 3]
+    assert rows[0]["prm_flops_per_episode"] == 0 < rows[1]["prm_flops_per_episode"]
+    assert main([*args, "--n", "0"]) == 2
+
+
+def _tiny_run(data, tmp_path):
+    out = tmp_path / "tiny-prm"
+    model = prm.StudentSettings(kind="tiny", max_prompt_tokens=4096, lora=prm.LoRASettings(4))
+    prm.train(data, out, prm.PRMConfig(model=model, steps=1, batch=1))
+    return out
