@@ -136,7 +136,9 @@ def train(
         raise PRMError("bad PRM settings: " + "; ".join(bad))
     out = Path(out)
     rows = read_pairs(data)
-    spec = {"config": cfg.to_json(), "data": str(Path(data).resolve())}
+    # What a run is: more --steps (or another --checkpoint-every) continue it.
+    same = {k: v for k, v in cfg.to_json().items() if k not in ("steps", "checkpoint_every")}
+    spec = {"config": same, "data": str(Path(data).resolve())}
     saved = out / "prm.json"
     if saved.is_file():
         before = json.loads(saved.read_text())
@@ -144,8 +146,7 @@ def train(
             raise PRMError(f"{out} holds another PRM run ({before.get('data')}); use a new --out")
     elif out.exists() and any(out.iterdir()):
         raise PRMError(f"{out} holds files but no PRM run; use a new --out")
-    torch.set_num_threads(1)
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed)  # no Ray here: torch's threads may use every core
     prm = build_prm(cfg.model, cfg.seed)
     student = prm.student
     pool = examples(prm, rows, cfg.checklists)

@@ -62,7 +62,7 @@ def test_train_resumes_to_the_same_weights_and_benches(data, tmp_path, capsys):
     args = ["prm", "train", str(data), *TINY, "--batch", "2", "--checkpoint-every", "2"]
     assert main([*args, "--steps", "4", "--out", str(once)]) == 0
     assert "4 steps over" in capsys.readouterr().out
-    assert main([*args, "--steps", "6", "--out", str(once)]) == 2  # another run's directory
+    assert main([*args, "--steps", "4", "--lr", "0.1", "--out", str(once)]) == 2  # another run
     assert "holds another PRM run" in capsys.readouterr().err
     cfg = prm.PRMConfig(
         model=prm.StudentSettings(kind="tiny", max_prompt_tokens=4096, lora=prm.LoRASettings(4)),
@@ -90,6 +90,9 @@ def test_train_resumes_to_the_same_weights_and_benches(data, tmp_path, capsys):
     got = json.loads(result.read_text())
     assert got["states"] == 3 and 0 <= got["accuracy"] <= 1
     assert "accuracy" in capsys.readouterr().out
+    # more --steps continue a run
+    assert main([*args, "--steps", "6", "--out", str(once)]) == 0
+    assert json.loads((once / "progress.json").read_text())["step"] == 6
 
 
 def test_bad_input_is_refused(data, tmp_path, capsys):
