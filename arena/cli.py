@@ -17,6 +17,9 @@
                 [--episodes N] [--error-rate P] [--workers N] --out DIR
     arena web prm-data (--tasks T ... | --traces FILE) [--episodes N] [--seed S]
                 [--error-rate P] [--rejected K] [--pair-seed S] --out DIR
+    arena prm train DATA --out RUN [--model smollm2|tiny] [--lora-rank R] [--steps N]
+    arena prm bench RUN|base|random|outcome|oracle --data DIR [--limit N] [--out FILE]
+    arena prm best-of-n RUN --policy LM_RUN [--n 1 2 4 8] [--episodes N] [--out FILE]
     arena volleyball demos [--episodes N] [--batch N] [--seed S] --out FILE.npz
     arena sweep NAME [--samples N] [--max-concurrent K] [--address A] [--out DIR] [--resume]
                 [--set key=value ...]

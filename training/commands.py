@@ -731,6 +731,7 @@ def _register_prm(sub: argparse._SubParsersAction) -> None:
     n.add_argument("--n", type=int, nargs="+", default=[1, 2, 4, 8])
     n.add_argument("--episodes", type=int, default=20, help="held-out page seeds per task")
     n.add_argument("--temperature", type=float, default=1.0)
+    n.add_argument("--max-steps", type=int, default=10, help="the episodes' step limit")
     n.add_argument("--checklist", choices=["written", "twin"], default="written")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--out", default="", help="also write the result here as JSON")
@@ -826,6 +827,7 @@ def run_prm_best_of_n(args) -> int:
         n=args.n,
         episodes=args.episodes,
         temperature=args.temperature,
+        max_steps=args.max_steps,
         checklist=args.checklist,
         seed=args.seed,
     )

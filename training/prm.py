@@ -313,6 +313,8 @@ class BestOfNConfig:
     """Page seeds per task (held out: from ``policies.lm.evaluation.EVAL_SEED0``)."""
     temperature: float = 1.0
     """The student's sampling temperature."""
+    max_steps: int = 10
+    """The episode's step limit (the web envs' default)."""
     checklist: str = "written"
     """``written``: the PRM writes each task's checklist from its first page (as Web-Shepherd
     does at test time); ``twin``: the twin's expert checklist (an oracle's)."""
@@ -322,8 +324,8 @@ class BestOfNConfig:
         bad = []
         if not self.n or any(k < 1 for k in self.n):
             bad.append(f"n={self.n} (candidate counts of at least 1)")
-        if self.episodes < 1:
-            bad.append(f"episodes={self.episodes} (at least 1)")
+        if self.episodes < 1 or self.max_steps < 1:
+            bad.append(f"episodes={self.episodes}, max_steps={self.max_steps} (at least 1)")
         if not self.temperature > 0:
             bad.append(f"temperature={self.temperature} (positive: n samples must differ)")
         if self.checklist not in ("written", "twin"):
@@ -426,7 +428,7 @@ def best_of_n(prm, student, tasks: list[str], cfg: BestOfNConfig, progress=None)
         episodes = []
         prm_before = prm.tokens_read
         for task in tasks:
-            env = envs.make(f"websim/{task}-v0")
+            env = envs.make(f"websim/{task}-v0", max_steps=cfg.max_steps)
             for seed in seeds:
                 episodes.append(best_of_n_episode(prm, student, env, task, seed, n, cfg, generator))
                 done += 1
