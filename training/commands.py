@@ -735,6 +735,7 @@ def _register_prm(sub: argparse._SubParsersAction) -> None:
     n.add_argument("--checklist", choices=["written", "twin"], default="written")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--out", default="", help="also write the result here as JSON")
+    n.add_argument("--plot", default="", help="also plot success against FLOPs here (PNG)")
     n.set_defaults(arena_handler="training.commands:run_prm_best_of_n")
 
 
@@ -847,6 +848,8 @@ def run_prm_best_of_n(args) -> int:
         from envs.files import write_atomic
 
         write_atomic(Path(args.out), json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        prm.plot_best_of_n(result["rows"], args.plot)
     for row in result["rows"]:
         lo, hi = row["success_ci95"]
         print(

@@ -279,11 +279,13 @@ def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=N
     """WebRewardBench's metrics of ``score`` over ``rows`` (module doc), with intervals."""
     acc: dict[str, list[float]] = {}
     mrr: dict[str, list[float]] = {}
+    by_env: dict[str, list[float]] = {}
     t0 = time.perf_counter()
     for i, row in enumerate(rows):
         right, rr = rank_metrics(score(row))
         acc.setdefault(row["task_id"], []).append(float(right))
         mrr.setdefault(row["task_id"], []).append(rr)
+        by_env.setdefault(row["task_id"].rsplit(":", 1)[0], []).append(float(right))
         if progress:
             progress(i + 1, len(rows))
     groups = list(acc.values())
@@ -298,6 +300,7 @@ def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=N
         "mrr_ci95": cluster_ci(list(mrr.values())),
         "trajectory_accuracy": float(np.mean(traj)),
         "trajectory_accuracy_ci95": cluster_ci([[t] for t in traj]),
+        "accuracy_per_env": {env: float(np.mean(v)) for env, v in sorted(by_env.items())},
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -454,3 +457,31 @@ def best_of_n(prm, student, tasks: list[str], cfg: BestOfNConfig, progress=None)
             }
         )
     return {"tasks": tasks, "config": asdict(cfg), "rows": rows}
+
+
+def plot_best_of_n(rows: list[dict], path: str | Path, title: str = "") -> None:
+    """Success (with its 95% interval) against total FLOPs per episode, one point per n."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: r["n"])
+    flops = [r["student_flops_per_episode"] + r["prm_flops_per_episode"] for r in rows]
+    success = [r["success"] for r in rows]
+    lo = [r["success"] - r["success_ci95"][0] for r in rows]
+    hi = [r["success_ci95"][1] - r["success"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(flops, success, yerr=[lo, hi], marker="o", capsize=3)
+    for f, s, r in zip(flops, success, rows, strict=True):
+        ax.annotate(f"n={r['n']}", (f, s), textcoords="offset points", xytext=(6, -12))
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOPs per episode (student sampling + PRM)")
+    ax.set_ylabel("success (95% interval)")
+    ax.set_ylim(0, 1)
+    ax.set_title(title or "best-of-n with the PRM as verifier")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

@@ -45,6 +45,7 @@ def test_the_baselines_score_what_they_say(data):
     rows = _rows(data)
     oracle = prm.benchmark(rows, prm.scorer("oracle"))
     assert oracle["states"] == len(rows) and oracle["accuracy"] > 0.9
+    assert set(oracle["accuracy_per_env"]) == {"websim/enter-password-v0", "websim/click-button-v0"}
     # outcome-only: the env's reward, which is zero on every step but a finishing one
     row = next(r for r in rows if r["arena"]["cost_to_go"] == 1)
     scores = prm.outcome_scores(row)
@@ -159,7 +160,12 @@ def test_best_of_n_picks_the_verifiers_best(weak_student, data, tmp_path):
     # the real (tiny, untrained) PRM through the CLI: it writes a checklist and judges
     out = tmp_path / "bon.json"
     args = ["prm", "best-of-n", str(_tiny_run(data, tmp_path)), "--policy", str(weak_student)]
-    assert main([*args, "--n", "1", "3", "--episodes", "2", "--out", str(out)]) == 0
+    plot = tmp_path / "bon.png"
+    assert (
+        main([*args, "--n", "1", "3", "--episodes", "2", "--out", str(out), "--plot", str(plot)])
+        == 0
+    )
+    assert plot.read_bytes()[:4] == b"\x89PNG"
     rows = json.loads(out.read_text())["rows"]
     assert [r["n"] for r in rows] == [1, 3]
     assert rows[0]["prm_flops_per_episode"] == 0 < rows[1]["prm_flops_per_episode"]
