@@ -816,6 +816,10 @@ def run_prm_bench(args) -> int:
         f"MRR {result['mrr']:.3f}, trajectory accuracy {result['trajectory_accuracy']:.3f} "
         f"over {result['states']} states of {result['task_instances']} task instances"
     )
+    print(
+        f"  accuracy where the chosen action finishes the task {result['accuracy_final_step']}, "
+        f"before that {result['accuracy_earlier_steps']}"
+    )
     return 0
 
 

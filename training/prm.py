@@ -280,9 +280,18 @@ def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=N
     acc: dict[str, list[float]] = {}
     mrr: dict[str, list[float]] = {}
     by_env: dict[str, list[float]] = {}
+    by_stage: dict[str, list[float]] = {"final": [], "earlier": []}
+    states = []
     t0 = time.perf_counter()
     for i, row in enumerate(rows):
-        right, rr = rank_metrics(score(row))
+        scores = score(row)
+        right, rr = rank_metrics(scores)
+        # The chosen action finishes the task here: the only states where an outcome-only
+        # reward can tell the chosen action from the others.
+        final = row["arena"]["cost_to_go"] == 1
+        by_stage["final" if final else "earlier"].append(float(right))
+        states.append({"task_id": row["task_id"], "step_id": row["step_id"], "final": final,
+                       "scores": scores, "right": right})  # fmt: skip
         acc.setdefault(row["task_id"], []).append(float(right))
         mrr.setdefault(row["task_id"], []).append(rr)
         by_env.setdefault(row["task_id"].rsplit(":", 1)[0], []).append(float(right))
@@ -301,7 +310,12 @@ def benchmark(rows: list[dict], score: Callable[[dict], list[float]], progress=N
         "trajectory_accuracy": float(np.mean(traj)),
         "trajectory_accuracy_ci95": cluster_ci([[t] for t in traj]),
         "accuracy_per_env": {env: float(np.mean(v)) for env, v in sorted(by_env.items())},
+        "accuracy_final_step": float(np.mean(by_stage["final"])) if by_stage["final"] else None,
+        "accuracy_earlier_steps": (
+            float(np.mean(by_stage["earlier"])) if by_stage["earlier"] else None
+        ),
         "seconds": round(time.perf_counter() - t0, 1),
+        "per_state": states,
     }
 
 

@@ -52,6 +52,9 @@ def test_the_baselines_score_what_they_say(data):
     assert scores[0] > 0 and all(s <= 0 for s in scores[1:])
     early = next(r for r in rows if r["arena"]["cost_to_go"] > 1)
     assert prm.rank_metrics(prm.outcome_scores(early))[0] is False
+    outcome = prm.benchmark(rows, prm.scorer("outcome"))
+    assert outcome["accuracy_earlier_steps"] == 0.0 < outcome["accuracy_final_step"]
+    assert len(outcome["per_state"]) == len(rows)
     rand = prm.benchmark(rows, prm.scorer("random", seed=1))
     lo, hi = rand["accuracy_ci95"]
     assert 0 <= lo <= rand["accuracy"] <= hi <= 1 and rand["accuracy"] < oracle["accuracy"]
