@@ -816,10 +816,11 @@ def run_prm_bench(args) -> int:
         f"MRR {result['mrr']:.3f}, trajectory accuracy {result['trajectory_accuracy']:.3f} "
         f"over {result['states']} states of {result['task_instances']} task instances"
     )
-    print(
-        f"  accuracy where the chosen action finishes the task {result['accuracy_final_step']}, "
-        f"before that {result['accuracy_earlier_steps']}"
+    final, earlier = (
+        "-" if v is None else f"{v:.3f}"
+        for v in (result["accuracy_final_step"], result["accuracy_earlier_steps"])
     )
+    print(f"  accuracy where the chosen action finishes the task {final}, before that {earlier}")
     return 0
 
 
