@@ -493,7 +493,7 @@ def plot_best_of_n(rows: list[dict], path: str | Path, title: str = "") -> None:
     ax.set_xlabel("FLOPs per episode (student sampling + PRM)")
     ax.set_ylabel("success (95% interval)")
     ax.set_ylim(0, 1)
-    ax.set_title(title or "best-of-n with the PRM as verifier")
+    ax.set_title(title or "best-of-n with the PRM as verifier", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     with replacing(path) as tmp:
