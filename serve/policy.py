@@ -628,54 +628,50 @@ class Api:
 
     def _chat(self, body: bytes) -> Reply | Act:
         """An OpenAI chat completion request: the policy its ``model`` names parses the rest."""
-        if len(body) > MAX_CHAT_BYTES:
-            return Reply(413, {"error": f"chat request body over {MAX_CHAT_BYTES} bytes"})
-        try:
-            payload, _ = read_json(body)
-        except RequestError as e:
-            return Reply(e.status, {"error": str(e)})
-        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-            return Reply(400, {"error": "the body must be a JSON object with a 'model' string"})
-        policy = self.chat_models.get(payload["model"])
-        if policy is None:
-            return Reply(
-                404,
-                {
-                    "error": f"no chat model {payload['model'][:100]!r}; models (language-model "
-                    f"policies): {sorted(self.chat_models)}"
-                },
-            )
-        try:
-            return Act(policy, policy.parse_chat(payload))
-        except RequestError as e:
-            return Reply(e.status, {"error": str(e)})
+        found = self._model_request(body, self.chat_models, "chat", "language-model policies")
+        return found if isinstance(found, Reply) else self._act(*found, "parse_chat")
 
     def _reward(self, body: bytes) -> Reply | Act:
         """A process reward request: the PRM its ``model`` names (or the only one served)
         parses the rest (``serve.prm``)."""
+        found = self._model_request(
+            body,
+            self.reward_models,
+            "reward",
+            "arena prm train runs; 'model' may be left out when one is served",
+            optional=True,
+        )
+        return found if isinstance(found, Reply) else self._act(*found, "parse")
+
+    @staticmethod
+    def _model_request(
+        body: bytes, models: dict, what: str, which: str, optional: bool = False
+    ) -> Reply | tuple[ServedPolicy, dict]:
+        """The policy a JSON body's ``model`` names among ``models`` (the only one where
+        ``optional`` and it is left out), and the body; or the 4xx saying what was wrong."""
         if len(body) > MAX_CHAT_BYTES:
-            return Reply(413, {"error": f"reward request body over {MAX_CHAT_BYTES} bytes"})
+            return Reply(413, {"error": f"{what} request body over {MAX_CHAT_BYTES} bytes"})
         try:
             payload, _ = read_json(body)
         except RequestError as e:
             return Reply(e.status, {"error": str(e)})
-        if not isinstance(payload, dict):
-            return Reply(400, {"error": "the body must be a JSON object"})
-        name = payload.get("model")
-        if name is None and len(self.reward_models) == 1:
-            name = next(iter(self.reward_models))
-        policy = self.reward_models.get(name) if isinstance(name, str) else None
+        name = payload.get("model") if isinstance(payload, dict) else None
+        if optional and name is None and len(models) == 1:
+            name = next(iter(models))
+        if not isinstance(payload, dict) or not isinstance(name, str):
+            return Reply(400, {"error": "the body must be a JSON object with a 'model' string"})
+        policy = models.get(name)
         if policy is None:
             return Reply(
                 404,
-                {
-                    "error": f"no reward model {str(name)[:100]!r}; reward models (arena prm "
-                    f"train runs; 'model' may be left out when one is served): "
-                    f"{sorted(self.reward_models)}"
-                },
+                {"error": f"no {what} model {name[:100]!r}; models ({which}): {sorted(models)}"},
             )
+        return policy, payload
+
+    @staticmethod
+    def _act(policy: ServedPolicy, payload: dict, parse: str) -> Reply | Act:
         try:
-            return Act(policy, policy.parse(payload))
+            return Act(policy, getattr(policy, parse)(payload))
         except RequestError as e:
             return Reply(e.status, {"error": str(e)})
 
