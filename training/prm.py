@@ -18,6 +18,10 @@ right). The baselines: ``base`` is the untuned model with the same prompt (an LM
 PRM training), ``random`` uniform scores, ``outcome`` the env's own reward for the action (what
 an outcome-only signal says about a step: zero until the last), ``oracle`` the twin's labels
 (the checklist reward of the statuses after the action, what the PRM is taught).
+
+``arena prm best-of-n RUN --policy LM_RUN``: the PRM as a verifier at test time: at each step
+a ``bc``/``grpo`` run's student samples n actions and the PRM's best is played, on held-out
+seeds; success against n with each n's FLOPs (:func:`best_of_n`).
 """
 
 from __future__ import annotations
