@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from policies.lm.student import Student, pad_sequences
+from policies.lm.student import Student, StudentSettings, pad_sequences
 
 YES, IN_PROGRESS, NO = "Yes", "In Progress", "No"
 JUDGEMENTS = (YES, IN_PROGRESS, NO)
@@ -287,3 +289,106 @@ def step_reward(item_probs: list[list[float]]) -> float:
     if not item_probs:
         return 0.0
     return sum(p[0] + 0.5 * p[1] for p in item_probs) / len(item_probs)
+
+
+class PRMError(ValueError):
+    """Bad input to a PRM (a missing data set, a run that is not a PRM run)."""
+
+
+def build_prm(model: StudentSettings, seed: int = 0) -> ProcessRewardModel:
+    return ProcessRewardModel(Student.build(model, seed))
+
+
+def load_prm(run: str | Path) -> ProcessRewardModel:
+    """The PRM of an ``arena prm train`` run (its adapter on the base it was trained on)."""
+    from policies.lm.student import check_base
+
+    run = Path(run)
+    if not (run / "prm.json").is_file() or not (run / "checkpoint.pt").is_file():
+        raise PRMError(f"{run} is not an arena prm train run (no prm.json/checkpoint.pt)")
+    meta = json.loads((run / "prm.json").read_text())
+    config = meta["config"]
+    model = StudentSettings(**config["model"])
+    check_base(meta["base"], model, str(run))
+    prm = build_prm(model, config.get("seed", 0))
+    blob = torch.load(run / "checkpoint.pt", weights_only=True)
+    prm.student.load_checkpoint_state(blob["model"], str(run / "checkpoint.pt"))
+    return prm
+
+
+# --- judging a played episode's steps --------------------------------------------------------
+CHECKLISTS = ("written", "twin")
+"""Where a task instance's checklist comes from: the PRM writes it from the first page (as
+Web-Shepherd does at test time), or the twin's expert plan gives it (an oracle's)."""
+
+
+def task_checklist(prm: ProcessRewardModel, env_id: str, seed: int, obs: str, source: str) -> str:
+    """The checklist of page ``seed`` of ``env_id`` (first observation ``obs``)."""
+    from envs.web import prm as labels
+
+    if source == "twin":
+        episode = labels.label_episode(env_id, seed, [], rejected=0)
+        return labels.checklist_text(episode.items) if episode else ""
+    intent = obs.splitlines()[0].removeprefix("Goal: ")
+    start_url = labels.page_url(labels.pages_of(env_id)[0])
+    return prm.write_checklist(intent, start_url, labels.tree_text(obs))
+
+
+def step_state(
+    env_id: str, obs: str, page: int, checklist: str, thoughts: list[str], actions: list[str]
+) -> dict:
+    """The judge's view of a state: a row as ``arena web prm-data`` writes them."""
+    from envs.web import prm as labels
+
+    return {
+        "intent": obs.splitlines()[0].removeprefix("Goal: "),
+        "current_url": labels.page_url(labels.pages_of(env_id)[page]),
+        "text_observation": labels.tree_text(obs),
+        "gt_checklist": checklist,
+        "thought_history": thoughts,
+        "action_history": actions,
+    }
+
+
+def step_response(obs: str, action: str, page: int) -> dict:
+    """An action as the judge reads it, with the thought the labels give every action."""
+    from envs.web import prm as labels
+
+    return {"thought": labels.step_thought(labels.describe(obs, action, page)), "action": action}
+
+
+def episode_step_rewards(
+    prm: ProcessRewardModel, episodes: list, checklist: str
+) -> list[list[float]]:
+    """The PRM's reward for every step of played episodes (``policies.lm.play.Episode``s on
+    the twin). Episodes of one page seed share its checklist; a state (page seed and the
+    actions so far) is judged once, for all the actions played from it, so a group's
+    attempts pay once for the states they share."""
+    checklists: dict[tuple, str] = {}
+    states: dict[tuple, tuple[dict, dict[str, dict]]] = {}
+    for ep in episodes:
+        env_id = f"websim/{ep.task}-v0"
+        if (ep.task, ep.seed) not in checklists:
+            checklists[ep.task, ep.seed] = task_checklist(
+                prm, env_id, ep.seed, ep.observations[0], checklist
+            )
+        thoughts: list[str] = []
+        for t, (obs, page, action) in enumerate(
+            zip(ep.observations, ep.pages, ep.actions, strict=True)
+        ):
+            key = (ep.task, ep.seed, tuple(ep.actions[:t]))
+            if key not in states:
+                row = step_state(
+                    env_id, obs, page, checklists[ep.task, ep.seed], thoughts, ep.actions[:t]
+                )
+                states[key] = (row, {})
+            response = states[key][1].setdefault(action, step_response(obs, action, page))
+            thoughts = [*thoughts, response["thought"]]
+    reward = {}
+    for key, (row, responses) in states.items():
+        for action, r in zip(responses, prm.scores(row, list(responses.values())), strict=True):
+            reward[(*key, action)] = r
+    return [
+        [reward[ep.task, ep.seed, tuple(ep.actions[:t]), a] for t, a in enumerate(ep.actions)]
+        for ep in episodes
+    ]

@@ -37,12 +37,11 @@ import numpy as np
 
 from envs.files import replacing, write_atomic
 from policies.lm.student import LoRASettings, StudentSettings
+from policies.prm import PRMError, build_prm, load_prm, step_response, step_state, task_checklist
+
+__all__ = ["PRMError", "build_prm", "load_prm"]  # re-exported: `arena prm`'s callers use them
 
 BASELINES = ("base", "random", "outcome", "oracle")
-
-
-class PRMError(ValueError):
-    """Bad input to ``arena prm`` (a missing data set, a run that is not a PRM run)."""
 
 
 def _default_model() -> StudentSettings:
@@ -116,13 +115,6 @@ def batch_indices(n: int, batch: int, seed: int, step: int) -> list[int]:
         perm = np.random.default_rng([seed, epoch]).permutation(n)
         out += perm[at : at + batch - len(out)].tolist()
     return out
-
-
-def build_prm(model: StudentSettings, seed: int = 0):
-    from policies.lm.student import Student
-    from policies.prm import ProcessRewardModel
-
-    return ProcessRewardModel(Student.build(model, seed))
 
 
 def train(
@@ -202,24 +194,6 @@ def train(
         "train_flops": state["flops"],
         "seconds": round(state["seconds"], 1),
     }
-
-
-def load_prm(run: str | Path):
-    """The PRM of an ``arena prm train`` run (its adapter on the base it was trained on)."""
-    import torch
-
-    from policies.lm.student import check_base
-
-    run = Path(run)
-    if not (run / "prm.json").is_file() or not (run / "checkpoint.pt").is_file():
-        raise PRMError(f"{run} is not an arena prm train run (no prm.json/checkpoint.pt)")
-    meta = json.loads((run / "prm.json").read_text())
-    cfg = PRMConfig.from_json(meta["config"])
-    check_base(meta["base"], cfg.model, str(run))
-    prm = build_prm(cfg.model, cfg.seed)
-    blob = torch.load(run / "checkpoint.pt", weights_only=True)
-    prm.student.load_checkpoint_state(blob["model"], str(run / "checkpoint.pt"))
-    return prm
 
 
 # --- the meta-benchmark ------------------------------------------------------------------------
@@ -375,21 +349,10 @@ def load_student_run(run: str | Path):
 def best_of_n_episode(prm, student, env, task: str, seed: int, n: int, cfg, generator) -> dict:
     """One episode: at each step the student samples ``n`` actions and the PRM's best is
     played (the first sampled on a tie; with ``n`` 1 the sample, unjudged)."""
-    from envs.web import prm as labels
-
     env_id = f"websim/{task}-v0"
-    pages = labels.pages_of(env_id)
     obs, _ = env.reset(seed=seed, options={"task_seed": seed})
     obs = obs["agent_0"]
-    intent = obs.splitlines()[0].removeprefix("Goal: ")
-    start_url = labels.page_url(pages[0])
-    if n == 1:
-        checklist = ""
-    elif cfg.checklist == "twin":
-        episode = labels.label_episode(env_id, seed, [], rejected=0)
-        checklist = labels.checklist_text(episode.items)
-    else:
-        checklist = prm.write_checklist(intent, start_url, labels.tree_text(obs))
+    checklist = "" if n == 1 else task_checklist(prm, env_id, seed, obs, cfg.checklist)
     actions, thoughts, student_tokens = [], [], 0
     while True:
         prompt = student.prompt(obs, actions)
@@ -397,22 +360,11 @@ def best_of_n_episode(prm, student, env, task: str, seed: int, n: int, cfg, gene
         student_tokens += n * len(prompt) + sum(len(c.tokens) for c in samples)
         texts = list(dict.fromkeys(c.text for c in samples))  # the distinct actions, in order
         page = getattr(env, "index", 0)
-        responses = [
-            {"thought": labels.step_thought(labels.describe(obs, a, page)), "action": a}
-            for a in texts
-        ]
+        responses = [step_response(obs, a, page) for a in texts]
         pick = 0
         if len(texts) > 1:
-            row = {
-                "intent": intent,
-                "current_url": labels.page_url(pages[page]),
-                "text_observation": labels.tree_text(obs),
-                "gt_checklist": checklist,
-                "thought_history": thoughts,
-                "action_history": actions,
-            }
-            scores = prm.scores(row, responses)
-            pick = int(np.argmax(scores))
+            row = step_state(env_id, obs, page, checklist, thoughts, actions)
+            pick = int(np.argmax(prm.scores(row, responses)))
         actions.append(texts[pick])
         thoughts.append(responses[pick]["thought"])
         out, rew, term, trunc, _ = env.step({"agent_0": texts[pick]})

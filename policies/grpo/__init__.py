@@ -5,6 +5,9 @@ of an episode gets its episode's advantage (``discount`` < 1 shrinks earlier tur
 PPO-style ratio clipping with ``eps_low``/``eps_high``; k3 KL to the initial student off by
 default (``beta``); groups whose rewards all agree dropped, counted and played again
 (``resample_flat``); answers cut at ``model.max_new_tokens`` masked; log-probabilities at the sampling temperature.
+With ``prm`` (an ``arena prm train`` run) a process reward model scores every sampled step
+and its rewards add a dense, process advantage to the outcome one (DeepSeekMath's process
+supervision, ``policies.lm.objective``); its judging is paid in ``flops_reward``.
 
 ``arena train websim/click-test-2-v0 --algo grpo --init RUN`` starts from a BC run.
 """
@@ -83,6 +86,15 @@ class GRPOSettings(LMSettings):
     2025): new groups are played for the missing mixed ones, up to this many times; 0 plays
     each iteration's groups once. Every round's episodes are paid and counted."""
 
+    prm: str = ""
+    """An ``arena prm train`` run: its process reward model scores every sampled step (dense
+    rewards, ``policies.lm.objective.process_advantages``); empty: outcome rewards only."""
+    prm_weight: float = 1.0
+    """Weight of the process advantage added to the outcome advantage."""
+    prm_checklist: str = "written"
+    """``written``: the PRM writes each page's checklist from its first state (Web-Shepherd at
+    test time, paid in FLOPs); ``twin``: the twin's expert checklist (an oracle's)."""
+
     curriculum: bool = False
     """Pick each group's task with weight p(1 - p) + 0.05, p the task's recent success in this
     EnvRunner's groups: more groups where outcomes are mixed (the others are flat)."""
@@ -108,6 +120,18 @@ class GRPOSettings(LMSettings):
             bad.append(f"resample_flat={self.resample_flat} (an integer in [0, 100])")
         if not 0 < self.discount <= 1:
             bad.append(f"discount={self.discount} (in (0, 1])")
+        from policies.prm import CHECKLISTS
+
+        if self.prm and not (Path(self.prm) / "prm.json").is_file():
+            bad.append(f"prm={self.prm!r} (an `arena prm train` run directory, with prm.json)")
+        if self.prm and self.backend != "twin":
+            bad.append(
+                f"prm={self.prm!r} with backend={self.backend!r} (the PRM judges twin pages)"
+            )
+        if not (self.prm_weight >= 0 and math.isfinite(self.prm_weight)):
+            bad.append(f"prm_weight={self.prm_weight} (>= 0)")
+        if self.prm_checklist not in CHECKLISTS:
+            bad.append(f"prm_checklist={self.prm_checklist!r} ({' or '.join(CHECKLISTS)})")
         return bad
 
 
@@ -177,6 +201,7 @@ class GRPOAlgorithm(LMAlgorithm):
             return [], 0, {}
         turns, stats = grpo_turns(episodes, s)
         stats["sampling_rounds"] = rounds
+        self.counters["flops_reward"] += sum(e.get("reward_flops", 0.0) for e in episodes)
         self.counters["flops_sampling"] += forward_flops(
             self.params, sum(e["tokens"] for e in episodes)
         )

@@ -3,7 +3,8 @@
 subclass (teacher-trace turns in ``policies.bc``; groups of attempts the EnvRunners play, with
 group-relative advantages, in ``policies.grpo``); the :class:`policies.lm.learner.LMLearner`
 updates the student; weights go back to the runners. Every stage adds its FLOPs to the run's counters (``policies.lm.student``):
-teacher inference for the traces, student sampling, student training, and for a GRPO run
+teacher inference for the traces, student sampling, a process reward model's judging of the
+sampled steps (GRPO with ``prm``), student training, and for a GRPO run
 started from a BC run (``init``) that run's total.
 """
 
@@ -49,7 +50,7 @@ from policies.lm.turns import (
     turn_batch,
 )
 
-COUNTERS = ("flops_teacher", "flops_init", "flops_sampling", "flops_train")
+COUNTERS = ("flops_teacher", "flops_init", "flops_sampling", "flops_reward", "flops_train")
 LM_METRICS = (
     "success_rate",
     "eval_success",
@@ -57,7 +58,9 @@ LM_METRICS = (
     "flops_total",
     "flops_teacher",
     "flops_sampling",
+    "flops_reward",
     "flops_train",
+    "step_reward_mean",
     "zero_std_share",
     "groups_sampled",
     "groups_mixed",

@@ -7,6 +7,11 @@ the k3 KL estimate and the loss aggregations (checked against hand-computed case
   web-agent study's "zero-advantage filtering").
 - Multi-turn credit: every action turn of an episode gets the episode's advantage (PipelineRL);
   with ``discount`` < 1 the turn ``k`` steps before the end gets ``discount**k`` of it.
+- Dense step rewards (a process reward model's, ``policies.prm``): DeepSeekMath's process
+  supervision (section 4.1.3): a group's step rewards are normalised by the mean and std of all
+  of them, and a turn's process advantage is the sum of the normalised rewards of it and the
+  turns after it; it is added, times a weight, to the turn's outcome advantage (PRIME, Cui et
+  al. 2025, sums the two advantages alike).
 - Token loss ``-min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A) + beta k3`` with
   ``k3 = pi_ref/pi - log(pi_ref/pi) - 1`` (DeepSeekMath; Schulman's k3 estimator).
 - Aggregation (TRL's ``loss_type``, verl's ``loss_agg_mode``):
@@ -44,6 +49,31 @@ def group_advantages(
     if std_normalise:
         adv = adv / (std + eps)
     return adv, flat
+
+
+def process_advantages(
+    step_rewards: list[list[float]], groups: np.ndarray, eps: float = 1e-4
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per episode, each turn's process advantage, and per episode whether its group's step
+    rewards all agree (then every process advantage is 0).
+
+    Args:
+        step_rewards: each episode's reward per turn. groups: ``[E]`` group ids.
+    """
+    groups = np.asarray(groups)
+    out: list[np.ndarray] = [np.zeros(0)] * len(step_rewards)
+    flat = np.zeros(len(step_rewards), bool)
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        pooled = np.concatenate([np.asarray(step_rewards[i], np.float64) for i in members])
+        mean = pooled.mean() if pooled.size else 0.0
+        std = pooled.std(ddof=1) if pooled.size > 1 else 0.0
+        agree = bool(pooled.size == 0 or np.all(pooled == pooled[0]))
+        for i in members:
+            normalised = (np.asarray(step_rewards[i], np.float64) - mean) / (std + eps)
+            out[i] = np.zeros(len(step_rewards[i])) if agree else normalised[::-1].cumsum()[::-1]
+            flat[i] = agree
+    return out, flat
 
 
 def turn_advantages(adv: float, turns: int, discount: float) -> list[float]:

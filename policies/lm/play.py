@@ -73,6 +73,10 @@ class Episode:
     parse_errors: int = 0
     turns: list[Turn] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    """The page text each action was taken on (what a process reward model judges)."""
+    pages: list[int] = field(default_factory=list)
+    """Which page of a multi-page flow each action was taken on."""
 
     @property
     def tokens(self) -> int:
@@ -101,6 +105,8 @@ def play(
             ep, env = episodes[i], jobs[i][0]
             ep.turns.append(Turn(prompt, answer))
             ep.actions.append(answer.text)
+            ep.observations.append(obs[i])
+            ep.pages.append(getattr(env, "index", 0))
             o, rew, term, trunc, info = env.step({AGENT: answer.text})
             if term[AGENT] or trunc[AGENT]:
                 ep.reward = float(rew[AGENT])

@@ -1,6 +1,8 @@
 """The text EnvRunner: a language model playing web envs (the twin's, or real pages in
 Chromium), as a Ray actor like any EnvRunner. ``sample_groups`` plays GRPO's groups (``G``
-attempts at the same task and page seed); ``evaluate`` plays given seeds greedily."""
+attempts at the same task and page seed), and where the run names a process reward model
+(``prm``) that model scores every step of them here, beside the envs; ``evaluate`` plays
+given seeds greedily."""
 
 from __future__ import annotations
 
@@ -37,6 +39,11 @@ class TextEnvRunner(EnvRunner, Checkpointable):
         self.generator = torch.Generator().manual_seed(seed)
         self.module = None
         self.make_module()
+        self.prm = None
+        if self.settings.get("prm"):
+            from policies.prm import load_prm
+
+            self.prm = load_prm(self.settings["prm"])
         self.pool = EnvPool(lambda env_id: envs.make(env_id, **config.env_config))
         self._weights_seq_no = 0
         self.num_env_steps_sampled_lifetime = 0
@@ -74,10 +81,24 @@ class TextEnvRunner(EnvRunner, Checkpointable):
             episodes += play(self.student, jobs, temperature, self.generator)
         self.num_env_steps_sampled_lifetime += sum(len(e.turns) for e in episodes)
         records = [episode_record(e) for e in episodes]
+        if self.prm is not None:
+            self.score_steps(episodes, records)
         for task in {page[0] for page in pages}:
             won = [r["success"] for r, page in zip(records, pages, strict=True) if page[0] == task]
             self.task_success[task] = 0.5 * self.task_success[task] + 0.5 * float(np.mean(won))
         return records
+
+    def score_steps(self, episodes: list, records: list[dict]) -> None:
+        """Adds the PRM's ``step_rewards`` to each record, and its share of their FLOPs."""
+        from policies.lm.student import forward_flops
+        from policies.prm import episode_step_rewards
+
+        before = self.prm.tokens_read
+        rewards = episode_step_rewards(self.prm, episodes, self.settings["prm_checklist"])
+        flops = forward_flops(self.prm.student.params, self.prm.tokens_read - before)
+        for record, steps in zip(records, rewards, strict=True):
+            record["step_rewards"] = steps
+            record["reward_flops"] = flops / len(records)
 
     def evaluate(
         self, tasks: list[str], seeds: list[int], temperature: float = 0.0, backend="twin"

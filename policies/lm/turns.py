@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from policies.algorithm import AlgorithmMismatch
-from policies.lm.objective import group_advantages, turn_advantages
+from policies.lm.objective import group_advantages, process_advantages, turn_advantages
 from policies.lm.student import cache_root
 
 
@@ -97,19 +97,27 @@ def grpo_turns(episodes: list[dict], s: dict) -> tuple[list[dict], dict]:
     """The turns GRPO trains on (each with its advantage) from played episode records
     (``policies.lm.play.episode_record``, ``group`` any hashable id), and the iteration's
     statistics. ``s``: ``std_normalise``, ``filter_zero_std``, ``discount``,
-    ``mask_truncated``."""
+    ``mask_truncated``, and ``prm_weight`` for episodes with ``step_rewards`` (a process
+    reward model's, ``policies.lm.objective.process_advantages``)."""
     keys = {g: j for j, g in enumerate(dict.fromkeys(e["group"] for e in episodes))}
     gid = np.array([keys[e["group"]] for e in episodes])
     rewards = np.array([e["reward"] for e in episodes])
     adv, flat = group_advantages(rewards, gid, s["std_normalise"])
+    dense = all("step_rewards" in e for e in episodes)
+    if dense:
+        process, process_flat = process_advantages([e["step_rewards"] for e in episodes], gid)
+        flat = flat & process_flat  # a group learns from either signal
+    else:
+        process = [np.zeros(e["length"]) for e in episodes]
     turns = []
-    for e, a, f in zip(episodes, adv, flat, strict=True):
+    for e, a, f, pa in zip(episodes, adv, flat, process, strict=True):
         if s["filter_zero_std"] and f:
             continue
-        for t, ta in zip(e["turns"], turn_advantages(a, e["length"], s["discount"]), strict=True):
+        outcome = turn_advantages(a, e["length"], s["discount"])
+        for t, ta, tp in zip(e["turns"], outcome, pa, strict=True):
             if s["mask_truncated"] and t["truncated"]:
                 continue
-            turns.append({**t, "advantage": float(ta)})
+            turns.append({**t, "advantage": float(ta + s.get("prm_weight", 1.0) * tp)})
     answers = [len(t["answer"]) for e in episodes for t in e["turns"]]
     flat_groups = [j for j in range(len(keys)) if flat[gid == j][0]]
     solved = sum(bool(episodes[int(np.flatnonzero(gid == j)[0])]["success"]) for j in flat_groups)
@@ -124,15 +132,20 @@ def grpo_turns(episodes: list[dict], s: dict) -> tuple[list[dict], dict]:
         "groups_flat_failed": len(flat_groups) - solved,
         "answer_tokens": float(np.mean(answers)),
     }
+    if dense:
+        stats["step_reward_mean"] = float(np.mean([r for e in episodes for r in e["step_rewards"]]))
     return turns, stats
 
 
 def mixed_groups(episodes: list[dict]) -> int:
-    """How many groups (``group`` ids) have rewards that differ: the ones GRPO learns from."""
-    rewards: dict = {}
+    """How many groups (``group`` ids) have rewards that differ, outcomes or (where a process
+    reward model scored them) step rewards: the ones GRPO learns from."""
+    outcomes: dict = {}
+    steps: dict = {}
     for e in episodes:
-        rewards.setdefault(e["group"], set()).add(e["reward"])
-    return sum(len(r) > 1 for r in rewards.values())
+        outcomes.setdefault(e["group"], set()).add(e["reward"])
+        steps.setdefault(e["group"], set()).update(e.get("step_rewards", ()))
+    return sum(len(outcomes[g]) > 1 or len(steps[g]) > 1 for g in outcomes)
 
 
 def scripted_traces(tasks: list[str], episodes: int, error_rate: float) -> Path:

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from policies.lm.objective import aggregate, group_advantages, k3, surrogate, turn_advantages
+from policies.lm.objective import (
+    aggregate,
+    group_advantages,
+    k3,
+    process_advantages,
+    surrogate,
+    turn_advantages,
+)
 from policies.lm.student import (
     ByteTokenizer,
     Student,
@@ -62,6 +69,42 @@ def test_grpo_counts_mixed_and_flat_groups_and_says_why_nothing_was_learnt():
                "groups_flat_failed": failed}  # fmt: skip
         text, warning = status(row)
         assert text == "mixed groups 0/3" and "no update" in warning and hint in warning
+
+
+def test_process_advantages_normalise_a_groups_step_rewards_and_sum_to_the_end():
+    """DeepSeekMath's process supervision: (r - mean) / std over all of a group's step
+    rewards; a turn's advantage sums its own and the later turns' normalised rewards."""
+    steps = [[1.0, 0.0], [0.5], [0.2, 0.2], [0.2]]
+    adv, flat = process_advantages(steps, np.array([0, 0, 1, 1]))
+    pooled = np.array([1.0, 0.0, 0.5])
+    r = (pooled - 0.5) / (pooled.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(adv[0], [r[0] + r[1], r[1]])
+    np.testing.assert_allclose(adv[1], [r[2]])
+    np.testing.assert_allclose(adv[2], [0, 0])  # a group whose step rewards agree
+    np.testing.assert_allclose(adv[3], [0])
+    assert flat.tolist() == [False, False, True, True]
+
+
+def test_step_rewards_make_an_outcome_flat_group_count():
+    """With a PRM's step rewards a group of equal outcomes still teaches: its turns get the
+    process advantage, weighted by prm_weight, and it counts as mixed."""
+    from policies.lm.turns import grpo_turns, mixed_groups
+
+    def episode(reward, steps):
+        turns = [{"prompt": [1], "answer": [2], "truncated": False}] * len(steps)
+        return {"group": "a", "reward": reward, "success": False, "length": len(steps),
+                "turns": turns, "step_rewards": steps}  # fmt: skip
+
+    episodes = [episode(0.0, [0.9, 0.8]), episode(0.0, [0.1, 0.2])]
+    assert mixed_groups(episodes) == 1
+    assert mixed_groups([{**e, "step_rewards": [0.5, 0.5]} for e in episodes]) == 0
+    s = {"std_normalise": False, "filter_zero_std": True, "discount": 1.0, "mask_truncated": True}
+    turns, stats = grpo_turns(episodes, {**s, "prm_weight": 0.5})
+    want, _ = process_advantages([e["step_rewards"] for e in episodes], np.zeros(2))
+    got = [t["advantage"] for t in turns]
+    np.testing.assert_allclose(got, 0.5 * np.concatenate(want), rtol=1e-6)
+    assert got[0] > 0 > got[2] and stats["groups_mixed"] == 1
+    assert stats["step_reward_mean"] == pytest.approx(0.5)
 
 
 def test_every_turn_gets_the_episode_advantage_discounted_from_the_end():

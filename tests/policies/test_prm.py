@@ -143,3 +143,32 @@ def test_training_teaches_the_judgements(rows):
         optim.zero_grad()
     assert tokens > 0 and loss.item() < 0.3 * first
     assert label_prob() > max(0.6, before + 0.3)  # chance: 1/3
+
+
+def test_played_steps_are_judged_once_per_state():
+    """``episode_step_rewards``: every step of played episodes gets the PRM's score of that
+    state and action; attempts that share states (here two identical greedy ones) pay once."""
+    import envs
+    from policies.lm.play import EnvPool, play
+    from policies.prm import episode_step_rewards, step_response, step_state, task_checklist
+
+    student = Student.build(StudentSettings(kind="tiny"), 0)
+    pool = EnvPool(lambda env_id: envs.make(env_id, max_steps=3))
+    episodes = play(student, pool.jobs([("login-user", 7, 0)] * 2), 0.0)
+    pool.close()
+    assert episodes[0].actions == episodes[1].actions and len(episodes[0].actions) == 3
+    prm = _prm()
+    both = episode_step_rewards(prm, episodes, "twin")
+    paid = prm.tokens_read
+    prm.tokens_read = 0
+    assert episode_step_rewards(prm, episodes[:1], "twin") == both[:1] == both[1:]
+    assert prm.tokens_read == paid > 0
+    ep, env_id = episodes[0], "websim/login-user-v0"
+    checklist = task_checklist(prm, env_id, 7, ep.observations[0], "twin")
+    assert items_of(checklist) >= 2
+    thoughts = []
+    for t, (obs, action) in enumerate(zip(ep.observations, ep.actions, strict=True)):
+        response = step_response(obs, action, 0)
+        row = step_state(env_id, obs, 0, checklist, thoughts, ep.actions[:t])
+        assert prm.scores(row, [response]) == pytest.approx([both[0][t]])
+        thoughts.append(response["thought"])

@@ -175,6 +175,34 @@ def test_best_of_n_picks_the_verifiers_best(weak_student, data, tmp_path):
     assert main([*args, "--n", "0"]) == 2
 
 
+def test_grpo_takes_the_prms_step_rewards_and_pays_for_them(weak_student, data, tmp_path):
+    """``--set prm=RUN``: the EnvRunner's PRM scores every sampled step; its judging is
+    counted in flops_reward (and flops_total), and bad PRM settings are refused."""
+    import csv
+
+    from rich.console import Console
+
+    import training
+    from training.config import TrainConfig, apply_overrides
+
+    judge = _tiny_run(data, tmp_path)
+    cfg = TrainConfig(env="websim/click-test-2-v0", algo="grpo", iterations=1)
+    sets = [f"init={weak_student}", f"prm={judge}", "group_size=3", "groups_per_iteration=2",
+            "eval_every=0", "resample_flat=0"]  # fmt: skip
+    apply_overrides(cfg, sets)
+    run = training.train(cfg, out=str(tmp_path), name="dense", console=Console(quiet=True))
+    row = list(csv.DictReader((run / "metrics.csv").open()))[-1]
+    assert float(row["flops_reward"]) > 0 and 0 <= float(row["step_reward_mean"]) <= 1
+    parts = ("flops_sampling", "flops_reward", "flops_train")
+    assert float(row["flops_total"]) >= sum(float(row[k]) for k in parts)
+    for bad, named in [(f"prm={tmp_path}", "prm="), ("prm_checklist=both", "prm_checklist"),
+                       ("prm_weight=-1", "prm_weight")]:  # fmt: skip
+        cfg = TrainConfig(env="websim/click-test-2-v0", algo="grpo")
+        with pytest.raises(ValueError, match=named):
+            apply_overrides(cfg, [bad])
+            cfg.settings.validate()
+
+
 def _tiny_run(data, tmp_path):
     out = tmp_path / "tiny-prm"
     model = prm.StudentSettings(kind="tiny", max_prompt_tokens=4096, lora=prm.LoRASettings(4))
