@@ -11,14 +11,15 @@
     arena record --mix DATASET DATASET ... --out DIR
     arena offline DATASET ... --out DIR [--algo bc|odis|bikt] [--steps N] [--eval ENV,ENV,...]
     arena demo [--timesteps N] [--seed S] [--out DIR]
-    arena serve RUN [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
+    arena serve RUN|smollm2 [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...
     arena web traces --tasks T ... [--teacher scripted|openai] [--backend twin|browser]
                 [--episodes N] [--error-rate P] [--workers N] --out DIR
     arena web prm-data (--tasks T ... | --traces FILE) [--episodes N] [--seed S]
                 [--error-rate P] [--rejected K] [--pair-seed S] --out DIR
     arena prm train DATA --out RUN [--model smollm2|tiny] [--lora-rank R] [--steps N]
-    arena prm bench RUN|base|random|outcome|oracle --data DIR [--limit N] [--out FILE]
+    arena prm bench RUN|base|random|outcome|oracle|judge --data DIR [--limit N] [--out FILE]
+                [--judge-url URL --judge-model M [--judge-key-env VAR]]
     arena prm best-of-n RUN --policy LM_RUN [--n 1 2 4 8] [--episodes N] [--out FILE]
     arena volleyball demos [--episodes N] [--batch N] [--seed S] --out FILE.npz
     arena sweep NAME [--samples N] [--max-concurrent K] [--address A] [--out DIR] [--resume]

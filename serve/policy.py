@@ -134,10 +134,13 @@ def spec_from_run(
     its spaces; the server itself never builds an env); ``seed_index``: the seed of a stacked
     run (``arena train --seeds N``)."""
     import envs
+    from serve.lm import BASES, base_spec
     from serve.prm import is_prm_run, prm_spec
     from training.checkpoints import latest_checkpoint, load_config, verify_weights
     from training.evaluation import module_specs
 
+    if str(run) in BASES and not Path(run).exists():  # an untuned base model, no run
+        return base_spec(str(run), name)
     if is_prm_run(run):  # a process reward model (arena prm train): POST /v1/reward
         return prm_spec(run, name)
     run = Path(run)
@@ -423,6 +426,10 @@ def served_class(spec: PolicySpec) -> type:
         from serve.prm import PRMServed
 
         return PRMServed
+    if spec.algo == "base":
+        from serve.lm import BaseLM
+
+        return BaseLM
     modules = spec.modules if spec.modules is not None else module_specs(spec.run)
     acting = [s.module_class for s in modules.rl_module_specs.values() if not s.learner_only]
     kinds = {getattr(cls, "SERVED_BY", None) for cls in acting}

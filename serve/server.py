@@ -172,7 +172,12 @@ def metrics_url() -> str | None:
 def add_arguments(p) -> None:
     """``arena serve``'s arguments (kept free of Ray imports: every ``arena`` command builds
     the parser)."""
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directory, or NAME=RUN")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run directory, or NAME=RUN; or smollm2: the untuned base model (chat route)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     g = p.add_mutually_exclusive_group()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -716,10 +717,17 @@ def _register_prm(sub: argparse._SubParsersAction) -> None:
     )
     t.set_defaults(arena_handler="training.commands:run_prm_train")
     b = psub.add_parser("bench", help="the meta-benchmark: pick the chosen step over rejected ones")
-    b.add_argument("scorer", help="a prm train run, or base | random | outcome | oracle")
+    b.add_argument("scorer", help="a prm train run, or base | random | outcome | oracle | judge")
     b.add_argument("--data", required=True, help="held-out rows (arena web prm-data --out DIR)")
     b.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2", help="for base")
     b.add_argument("--max-prompt-tokens", type=int, default=1024, help="for base")
+    b.add_argument(
+        "--judge-url", default="", help="for judge: an OpenAI-compatible API base (.../v1)"
+    )
+    b.add_argument("--judge-model", default="", help="for judge: the model name to ask")
+    b.add_argument(
+        "--judge-key-env", default="", help="for judge: the environment variable with the API key"
+    )
     b.add_argument("--limit", type=int, default=0, help="judge the first N states only (0: all)")
     b.add_argument("--seed", type=int, default=0, help="for random and the intervals")
     b.add_argument("--out", default="", help="also write the result here as JSON")
@@ -801,11 +809,22 @@ def run_prm_bench(args) -> int:
     model = StudentSettings(
         kind=args.model, max_prompt_tokens=args.max_prompt_tokens, lora=LoRASettings()
     )
-    score = prm.scorer(args.scorer, model, args.seed)
+    judge = None
+    if args.scorer == "judge":
+        if not (args.judge_url and args.judge_model):
+            raise prm.PRMError(
+                "judge needs --judge-url (an OpenAI-compatible .../v1) and --judge-model"
+            )
+        key = os.environ.get(args.judge_key_env, "") if args.judge_key_env else ""
+        judge = prm.ChatJudge(args.judge_url, args.judge_model, key)
+    score = prm.scorer(args.scorer, model, args.seed, judge)
     with _bar(f"prm bench {Path(args.scorer).name}") as bar:
         job = bar.add_task("bench", total=len(rows))
         result = prm.benchmark(rows, score, lambda i, n: bar.update(job, completed=i))
     result = {"scorer": args.scorer, "data": str(args.data)} | result
+    if judge is not None:
+        result["judge"] = {"url": judge.url, "model": judge.model, "items": judge.items,
+                           "unjudged_items": judge.unjudged, "tokens": judge.tokens}  # fmt: skip
     if args.out:
         from envs.files import write_atomic
 

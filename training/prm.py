@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -41,7 +42,7 @@ from policies.prm import PRMError, build_prm, load_prm, step_response, step_stat
 
 __all__ = ["PRMError", "build_prm", "load_prm"]  # re-exported: `arena prm`'s callers use them
 
-BASELINES = ("base", "random", "outcome", "oracle")
+BASELINES = ("base", "random", "outcome", "oracle", "judge")
 
 
 def _default_model() -> StudentSettings:
@@ -218,8 +219,89 @@ def outcome_scores(row: dict) -> list[float]:
     return scores
 
 
-def scorer(which: str, model: StudentSettings | None = None, seed: int = 0):
-    """``row -> scores of candidates(row)`` for a run directory or a baseline name."""
+_JUDGED = re.compile(r"Checklist\s*(\d+)\s*:\s*\**\s*(Yes|In Progress|No)\b", re.I)
+
+
+def text_reward(answer: str, n_items: int) -> tuple[float, int]:
+    """A judge's written answer as a step reward (Web-Shepherd's ``get_score`` on the
+    judgements it wrote: Yes 1, In Progress 0.5, No 0, averaged over the checklist's
+    items) and how many items it left unjudged (those count as No). Judgements are read
+    after ``CHECKLIST EVALUATION:`` when the answer has that line, else anywhere."""
+    from policies.prm import EVALUATION, VALUE
+
+    tail = answer.split(EVALUATION, 1)[-1]
+    found: dict[int, str] = {}
+    for k, label in _JUDGED.findall(tail):
+        found.setdefault(int(k), label.title().replace("In progress", "In Progress"))
+    judged = [VALUE[found[k]] for k in range(1, n_items + 1) if k in found]
+    return sum(judged) / max(n_items, 1), n_items - len(judged)
+
+
+@dataclass
+class ChatJudge:
+    """An LM judge behind an OpenAI-compatible chat route (WebRewardBench's baselines are
+    API models prompted alike): each candidate's Web-Shepherd prompt as one user message,
+    answered greedily, its written judgements read by :func:`text_reward`."""
+
+    url: str
+    """The API's base, ``http://127.0.0.1:8000/v1`` (``arena serve smollm2``) or any other."""
+    model: str
+    api_key: str = ""
+    max_tokens: int = 256
+    timeout_s: float = 600.0
+    items: int = 0
+    """Checklist items asked about so far, and of them left unjudged:"""
+    unjudged: int = 0
+    tokens: int = 0
+    """Prompt and completion tokens the server reported (its ``usage``)."""
+
+    def ask(self, text: str) -> str:
+        import urllib.error
+        import urllib.request
+
+        body = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": ""}, {"role": "user", "content": text}],
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            self.url.rstrip("/") + "/chat/completions", json.dumps(body).encode(), headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
+                data = json.loads(reply.read())
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:300]
+            raise PRMError(f"the judge at {self.url} answered {e.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, ValueError) as e:
+            raise PRMError(f"no answer from the judge at {self.url}: {e}") from None
+        self.tokens += int(data.get("usage", {}).get("total_tokens", 0))
+        return data["choices"][0]["message"]["content"]
+
+    def scores(self, row: dict, responses: list[dict]) -> list[float]:
+        from policies.prm import RESPONSE, items_of, judge_context
+
+        context = judge_context(row, row["text_observation"])
+        n = items_of(row["gt_checklist"])
+        out = []
+        for r in responses:
+            reward, missing = text_reward(self.ask(context + RESPONSE.format(**r)), n)
+            self.items, self.unjudged = self.items + n, self.unjudged + missing
+            out.append(reward)
+        return out
+
+
+def scorer(which: str, model: StudentSettings | None = None, seed: int = 0, judge=None):
+    """``row -> scores of candidates(row)`` for a run directory or a baseline name
+    (``judge``: the :class:`ChatJudge` given)."""
+    if which == "judge":
+        if judge is None:
+            raise PRMError("the judge baseline needs a chat route (--judge-url, --judge-model)")
+        return lambda row: judge.scores(row, candidates(row))
     if which == "random":
         rng = np.random.default_rng(seed)
         return lambda row: rng.random(len(candidates(row))).tolist()
@@ -328,8 +410,9 @@ class BestOfNConfig:
         return bad
 
 
-def load_student_run(run: str | Path):
-    """The student of a ``bc``/``grpo`` run's newest checkpoint and its training tasks."""
+def load_student_run(run: str | Path, checkpoint: str | None = None):
+    """The student of a ``bc``/``grpo`` run's newest checkpoint (or ``checkpoint``,
+    ``iter_N``) and its training tasks."""
     from policies.inference import WEIGHTS_DIR, weights_file
     from policies.lm.algorithm import training_tasks
     from policies.lm.evaluation import load_student
@@ -342,8 +425,12 @@ def load_student_run(run: str | Path):
     if cfg.algo not in ("bc", "grpo"):
         raise PRMError(f"{run}: a {cfg.algo} run; best-of-n samples a bc or grpo run's student")
     spec = module_specs(run).rl_module_specs[MODULE_ID]
-    weights = latest_checkpoint(run) / WEIGHTS_DIR / weights_file(MODULE_ID)
-    return load_student(spec, weights), training_tasks(cfg.env, cfg.settings)
+    at = run / "checkpoints" / checkpoint if checkpoint else latest_checkpoint(run)
+    if not at.is_dir():
+        raise PRMError(f"{run}: no checkpoint {checkpoint}")
+    return load_student(spec, at / WEIGHTS_DIR / weights_file(MODULE_ID)), training_tasks(
+        cfg.env, cfg.settings
+    )
 
 
 def best_of_n_episode(prm, student, env, task: str, seed: int, n: int, cfg, generator) -> dict:

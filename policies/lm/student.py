@@ -475,11 +475,15 @@ class Student:
     # sampling
     @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], temperature: float, generator: torch.Generator | None
+        self,
+        prompts: list[list[int]],
+        temperature: float,
+        generator: torch.Generator | None,
+        max_new_tokens: int | None = None,
     ) -> list[Completion]:
         """One answer per prompt, batched (left-padded, with a KV cache), on the model's
         device (``generator`` must be on it too). ``temperature`` 0 is greedy (log-probs then
-        at temperature 1)."""
+        at temperature 1). At most ``max_new_tokens`` tokens (default: the settings')."""
         model, eos = self.model, self.tok.im_end
         model.eval()
         dev = next(model.parameters()).device
@@ -499,7 +503,7 @@ class Student:
         past, logits = out.past_key_values, out.logits[:, -1].float()
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         toks, lps = [], []
-        for _ in range(self.settings.max_new_tokens):
+        for _ in range(max_new_tokens or self.settings.max_new_tokens):
             scaled = logits / temperature if temperature > 0 else logits
             logp = torch.log_softmax(scaled, -1)
             if temperature > 0:

@@ -90,7 +90,7 @@ def test_served_over_http(ray_session, prm_run, row):
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
-        args = ServeArgs(runs=[str(prm_run)], replica_cpus=0.5)
+        args = ServeArgs(runs=[str(prm_run), "tiny"], replica_cpus=0.5)
         serve.run(build_app(args.model_dump()), name=APP_NAME, route_prefix="/")
         with PolicyClient(f"http://127.0.0.1:{port}") as c:
             status, body = c.request("POST", REWARD, _body(row))
@@ -100,5 +100,13 @@ def test_served_over_http(ray_session, prm_run, row):
             assert all(0 <= r <= 1 for r in rewards)
             status, body = c.request("POST", REWARD, _body(row, responses=[]))
             assert status == 400 and b"'responses' must be a list" in body
+        # the untuned base model as an LM judge, through the OpenAI-compatible chat route
+        judge = prm.ChatJudge(f"http://127.0.0.1:{port}/v1", "tiny", max_tokens=24)
+        candidates = row["chosen"] + row["rejected"]
+        scores = judge.scores(row, candidates)
+        assert len(scores) == len(candidates) and all(0 <= s <= 1 for s in scores)
+        assert judge.items == 2 * len(candidates) and judge.tokens > 0
+        with pytest.raises(prm.PRMError, match="answered 404"):
+            prm.ChatJudge(f"http://127.0.0.1:{port}/v1", "nobody").scores(row, candidates)
     finally:
         serve.shutdown()

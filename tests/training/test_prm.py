@@ -33,6 +33,16 @@ def test_rank_metrics_count_ties_against_the_chosen():
     assert prm.rank_metrics([0.0, 0.0, 0.0, 0.0]) == (False, 0.25)
 
 
+def test_a_written_answer_reads_as_web_shepherds_score():
+    answer = (
+        "The agent typed it.\nCHECKLIST EVALUATION:\nChecklist 1: Yes\nChecklist 2: in progress"
+    )
+    assert prm.text_reward(answer, 2) == (0.75, 0)
+    assert prm.text_reward(answer, 3) == (0.5, 1)  # item 3 unjudged: No
+    assert prm.text_reward("Checklist 1: **No**\nChecklist 1: Yes", 1) == (0.0, 0)  # the first
+    assert prm.text_reward("I cannot tell.", 2) == (0.0, 2)
+
+
 def test_batches_are_epochs_of_seeded_permutations():
     steps = [prm.batch_indices(10, 4, 7, s) for s in range(5)]
     flat = sum(steps, [])
@@ -109,6 +119,8 @@ def test_bad_input_is_refused(data, tmp_path, capsys):
     assert "one of base, random, outcome, oracle" in capsys.readouterr().err
     assert main(["prm", "bench", str(tmp_path), "--data", str(data)]) == 2
     assert "not an arena prm train run" in capsys.readouterr().err
+    assert main(["prm", "bench", "judge", "--data", str(data)]) == 2
+    assert "judge needs --judge-url" in capsys.readouterr().err
 
 
 # --- best-of-n --------------------------------------------------------------------------------
