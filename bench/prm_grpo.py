@@ -49,6 +49,11 @@ def arm_command(args, name: str, run: Path) -> list[str]:
     return cmd + [x for s in sets for x in ("--set", s)]
 
 
+def wait(job: subprocess.Popen, name: str, out: Path) -> None:
+    if job.wait():
+        sys.exit(f"the {name} arm failed (exit {job.returncode}); see {out}/{name}.log")
+
+
 def evaluate(run: Path, checkpoint: str | None, seeds: list[int]) -> dict:
     import numpy as np
     import torch
@@ -88,6 +93,11 @@ def main() -> None:
     p.add_argument("--checklist", default="written", choices=["written", "twin"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-seeds", type=int, default=16, help="held-out pages per task")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="train one arm at a time (a SmolLM2 arm's update holds 10-13 GB at the defaults)",
+    )
     p.add_argument("--json", type=Path, default=Path("bench/results/prm_grpo.json"))
     args = p.parse_args()
     args.iterations = {"outcome": args.outcome_iterations, "prm": args.prm_iterations}
@@ -98,9 +108,10 @@ def main() -> None:
         if not done:
             log = (args.out / f"{name}.log").open("a")
             jobs[name] = subprocess.Popen(arm_command(args, name, run), stdout=log, stderr=log)
+            if args.sequential:
+                wait(jobs.pop(name), name, args.out)
     for name, job in jobs.items():
-        if job.wait():
-            sys.exit(f"the {name} arm failed (exit {job.returncode}); see {args.out}/{name}.log")
+        wait(job, name, args.out)
 
     from policies.lm.evaluation import EVAL_SEED0
 

@@ -23,6 +23,10 @@ answer's judgement starts, then feeds the likeliest judgement and the next item'
 Web-Shepherd reads them from its own generated answer. The candidates of one state share the
 prompt up to the agent's response (Web-Shepherd puts the response last), so that prefix is
 read once and its key/value cache copied for each candidate.
+
+:func:`episode_step_rewards` scores every step of played episodes (GRPO's dense rewards,
+``policies.grpo``'s ``prm``): a state reached by several attempts of a group is judged once,
+for all the actions they took there.
 """
 
 from __future__ import annotations
