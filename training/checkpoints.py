@@ -270,3 +270,44 @@ def resume_checkpoint(run: Path, name: str | None) -> tuple[Path, dict]:
             )
         return ckpt, meta
     raise RunError(problems[0] if problems else f"{run} has no checkpoint to resume")
+
+
+# --- plain-torch loops (arena prm train, arena offline) ------------------------------------------
+LOOP_CHECKPOINT, LOOP_PROGRESS = "checkpoint.pt", "progress.json"
+"""A plain-torch loop's files beside its identity file: the weights and optimiser state, and
+where it stands (step, losses, seconds)."""
+
+
+def claim_loop_dir(out: Path, identity: str, spec: dict, what: str, error: type) -> None:
+    """Refuses ``out`` when it holds another run (its ``identity`` file names another
+    ``spec``) or files that are not a run; the same spec continues the run there."""
+    saved = out / identity
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if {k: before.get(k) for k in spec} != spec:
+            named = next((before.get(k) for k in spec if k != "config"), None)
+            raise error(f"{out} holds another {what} run ({named}); use a new --out")
+    elif out.exists() and any(out.iterdir()):
+        raise error(f"{out} holds files but no {what} run; use a new --out")
+
+
+def load_loop(out: Path) -> tuple[dict | None, dict | None]:
+    """A loop's last checkpoint (tensors only, ``weights_only``) and progress, or Nones."""
+    import torch
+
+    ckpt, progress = out / LOOP_CHECKPOINT, out / LOOP_PROGRESS
+    if not (ckpt.is_file() and progress.is_file()):
+        return None, None
+    return torch.load(ckpt, weights_only=True), json.loads(progress.read_text())
+
+
+def save_loop(out: Path, blob: dict, progress: dict) -> None:
+    """Writes the checkpoint, then the progress that points past it, each atomically: a
+    crash between the two resumes from the older progress and repeats those steps."""
+    import torch
+
+    from envs.files import replacing
+
+    with replacing(out / LOOP_CHECKPOINT) as tmp:
+        torch.save(blob, tmp)
+    write_atomic(out / LOOP_PROGRESS, json.dumps(progress))

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.files import replacing, write_atomic
+from envs.files import write_atomic
+from training.checkpoints import claim_loop_dir, load_loop, save_loop
 from training.config import ConfigError
 
 ALGOS = ("bc", "odis", "bikt")
@@ -279,15 +280,7 @@ def train(
     ignored = ("steps", "checkpoint_every") + ("pretrain_steps",) * (cfg.algo == "bc")
     same = {k: v for k, v in asdict(cfg).items() if k not in ignored}
     spec = {"config": same, "datasets": [str(Path(d).resolve()) for d in datasets]}
-    saved = out / "offline.json"
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if {k: before.get(k) for k in spec} != spec:
-            raise OfflineError(
-                f"{out} holds another offline run ({before.get('datasets')}); use a new --out"
-            )
-    elif out.exists() and any(out.iterdir()):
-        raise OfflineError(f"{out} holds files but no offline run; use a new --out")
+    claim_loop_dir(out, "offline.json", spec, "offline", OfflineError)
     runtime.connect(address)
     torch.set_num_threads(1)
     tasks = [load_task(d) for d in datasets]
@@ -296,7 +289,7 @@ def train(
     module = build(mcfg)
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(
-        saved,
+        out / "offline.json",
         json.dumps(
             spec | {"algo": cfg.algo, "model": mcfg.to_json(), "tasks": [t.env for t in tasks]},
             indent=2,
@@ -317,13 +310,11 @@ def train(
             params = module.policy_parameters()
         return params, torch.optim.Adam(params, lr=cfg.lr)  # ODIS resets it per phase
 
-    ckpt, prog_path = out / "checkpoint.pt", out / "progress.json"
     state = {"step": 0, "losses": [], "seconds": 0.0, "target_updated": 0}
-    blob = None
-    if ckpt.is_file() and prog_path.is_file():
-        blob = torch.load(ckpt, weights_only=True)
+    blob, saved_state = load_loop(out)
+    if blob is not None:
         module.load_state_dict(blob["model"])
-        state = {"target_updated": 0} | json.loads(prog_path.read_text())
+        state = {"target_updated": 0} | saved_state
     phase = phase_at(state["step"]) if state["step"] < total else plan[-1]
     params, optim = optimiser(phase)
     if blob is not None and blob.get("phase", phase.name) == phase.name:
@@ -331,9 +322,7 @@ def train(
 
     def save():
         blob = {"model": module.state_dict(), "optim": optim.state_dict(), "phase": phase.name}
-        with replacing(ckpt) as tmp:
-            torch.save(blob, tmp)
-        write_atomic(prog_path, json.dumps(state))
+        save_loop(out, blob, state)
 
     loss_of = {
         "bc": lambda task, idx: bc_loss(module, task, idx),

@@ -39,6 +39,7 @@ import numpy as np
 from envs.files import replacing, write_atomic
 from policies.lm.student import LoRASettings, StudentSettings
 from policies.prm import PRMError, build_prm, load_prm, step_response, step_state, task_checklist
+from training.checkpoints import LOOP_CHECKPOINT, claim_loop_dir, load_loop, save_loop
 
 __all__ = ["PRMError", "build_prm", "load_prm"]  # re-exported: `arena prm`'s callers use them
 
@@ -136,34 +137,24 @@ def train(
     # What a run is: more --steps (or another --checkpoint-every) continue it.
     same = {k: v for k, v in cfg.to_json().items() if k not in ("steps", "checkpoint_every")}
     spec = {"config": same, "data": str(Path(data).resolve())}
-    saved = out / "prm.json"
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if {k: before.get(k) for k in spec} != spec:
-            raise PRMError(f"{out} holds another PRM run ({before.get('data')}); use a new --out")
-    elif out.exists() and any(out.iterdir()):
-        raise PRMError(f"{out} holds files but no PRM run; use a new --out")
+    claim_loop_dir(out, "prm.json", spec, "PRM", PRMError)
     torch.manual_seed(cfg.seed)  # no Ray here: torch's threads may use every core
     prm = build_prm(cfg.model, cfg.seed)
     student = prm.student
     pool = examples(prm, rows, cfg.checklists)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(saved, json.dumps(spec | {"base": base_reference(cfg.model)}, indent=2))
+    write_atomic(out / "prm.json", json.dumps(spec | {"base": base_reference(cfg.model)}, indent=2))
     params = [p for p in student.model.parameters() if p.requires_grad]
     optim = torch.optim.Adam(params, lr=cfg.lr)
-    ckpt, prog_path = out / "checkpoint.pt", out / "progress.json"
     state = {"step": 0, "losses": [], "seconds": 0.0, "tokens": 0, "flops": 0.0}
-    if ckpt.is_file() and prog_path.is_file():
-        blob = torch.load(ckpt, weights_only=True)
-        student.load_checkpoint_state(blob["model"], str(ckpt))
+    blob, saved_state = load_loop(out)
+    if blob is not None:
+        student.load_checkpoint_state(blob["model"], str(out / LOOP_CHECKPOINT))
         optim.load_state_dict(blob["optim"])
-        state = json.loads(prog_path.read_text())
+        state = saved_state
 
     def save():
-        blob = {"model": student.checkpoint_state(), "optim": optim.state_dict()}
-        with replacing(ckpt) as tmp:
-            torch.save(blob, tmp)
-        write_atomic(prog_path, json.dumps(state))
+        save_loop(out, {"model": student.checkpoint_state(), "optim": optim.state_dict()}, state)
 
     window: list[float] = []
     t0 = time.perf_counter() - state["seconds"]
