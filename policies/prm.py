@@ -327,9 +327,8 @@ def task_checklist(prm: ProcessRewardModel, env_id: str, seed: int, obs: str, so
     if source == "twin":
         episode = labels.label_episode(env_id, seed, [], rejected=0)
         return labels.checklist_text(episode.items) if episode else ""
-    intent = obs.splitlines()[0].removeprefix("Goal: ")
     start_url = labels.page_url(labels.pages_of(env_id)[0])
-    return prm.write_checklist(intent, start_url, labels.tree_text(obs))
+    return prm.write_checklist(labels.goal_text(obs), start_url, labels.tree_text(obs))
 
 
 def step_state(
@@ -339,7 +338,7 @@ def step_state(
     from envs.web import prm as labels
 
     return {
-        "intent": obs.splitlines()[0].removeprefix("Goal: "),
+        "intent": labels.goal_text(obs),
         "current_url": labels.page_url(labels.pages_of(env_id)[page]),
         "text_observation": labels.tree_text(obs),
         "gt_checklist": checklist,
@@ -362,10 +361,12 @@ def episode_step_rewards(
     the twin). Episodes of one page seed share its checklist; a state (page seed and the
     actions so far) is judged once, for all the actions played from it, so a group's
     attempts pay once for the states they share."""
+    from policies.lm.play import env_id_for
+
     checklists: dict[tuple, str] = {}
     states: dict[tuple, tuple[dict, dict[str, dict]]] = {}
     for ep in episodes:
-        env_id = f"websim/{ep.task}-v0"
+        env_id = env_id_for(ep.task, "twin")
         if (ep.task, ep.seed) not in checklists:
             checklists[ep.task, ep.seed] = task_checklist(
                 prm, env_id, ep.seed, ep.observations[0], checklist

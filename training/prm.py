@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.files import replacing, write_atomic
+from policies.lm.play import env_id_for
 from policies.lm.student import LoRASettings, StudentSettings
 from policies.prm import PRMError, build_prm, load_prm, step_response, step_state, task_checklist
 from training.checkpoints import LOOP_CHECKPOINT, claim_loop_dir, load_loop, save_loop
@@ -80,12 +81,6 @@ class PRMConfig:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> PRMConfig:
-        data = dict(data)
-        data["model"] = StudentSettings(**data["model"])
-        return cls(**data)
 
 
 def read_pairs(data: str | Path) -> list[dict]:
@@ -223,7 +218,7 @@ def text_reward(answer: str, n_items: int) -> tuple[float, int]:
     tail = answer.split(EVALUATION, 1)[-1]
     found: dict[int, str] = {}
     for k, label in _JUDGED.findall(tail):
-        found.setdefault(int(k), label.title().replace("In progress", "In Progress"))
+        found.setdefault(int(k), label.title())  # "in progress" -> "In Progress"
     judged = [VALUE[found[k]] for k in range(1, n_items + 1) if k in found]
     return sum(judged) / max(n_items, 1), n_items - len(judged)
 
@@ -427,7 +422,7 @@ def load_student_run(run: str | Path, checkpoint: str | None = None):
 def best_of_n_episode(prm, student, env, task: str, seed: int, n: int, cfg, generator) -> dict:
     """One episode: at each step the student samples ``n`` actions and the PRM's best is
     played (the first sampled on a tie; with ``n`` 1 the sample, unjudged)."""
-    env_id = f"websim/{task}-v0"
+    env_id = env_id_for(task, "twin")
     obs, _ = env.reset(seed=seed, options={"task_seed": seed})
     obs = obs["agent_0"]
     checklist = "" if n == 1 else task_checklist(prm, env_id, seed, obs, cfg.checklist)
@@ -479,7 +474,7 @@ def best_of_n(prm, student, tasks: list[str], cfg: BestOfNConfig, progress=None)
         episodes = []
         prm_before = prm.tokens_read
         for task in tasks:
-            env = envs.make(f"websim/{task}-v0", max_steps=cfg.max_steps)
+            env = envs.make(env_id_for(task, "twin"), max_steps=cfg.max_steps)
             for seed in seeds:
                 episodes.append(best_of_n_episode(prm, student, env, task, seed, n, cfg, generator))
                 done += 1

@@ -377,6 +377,11 @@ def page_url(task: str) -> str:
     return f"miniwob/html/miniwob/{task}.html"
 
 
+def goal_text(obs: str) -> str:
+    """The observation's goal line without its ``Goal: `` label (Web-Shepherd's intent)."""
+    return obs.splitlines()[0].removeprefix("Goal: ")
+
+
 def tree_text(obs: str) -> str:
     """The observation without its goal: the accessibility tree (Web-Shepherd's AXTREE)."""
     lines = obs.splitlines()
@@ -474,7 +479,7 @@ def label_episode(
         return None
     pages = pages_of(env_id)
     items = checklist([t for _, t in first], pages)
-    goal = state.obs.splitlines()[0].removeprefix("Goal: ")
+    goal = goal_text(state.obs)
     ep = Episode(env_id, seed, goal, items)
     # The episode ends at the env's step limit, but plans look past it (a right step that
     # meets the limit still advances the task): the env itself never truncates.
