@@ -21,6 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--actors", type=int, default=None, help="Ray actors (default: one per CPU; 0: here)"
     )
     g.add_argument("--address", default=None, help="Ray cluster address (default: a local Ray)")
+    g.add_argument(
+        "--camera-origin",
+        default="actor",
+        choices=["actor", "ground"],
+        help="actor: mmWalk's cameras, 0.9 m above the nominal heights (CARLA's walker root); "
+        "ground: walker 1.5 m, dog 0.1 m, drone 3 m above the surface",
+    )
     g.set_defaults(arena_handler="envs.mmwalk.commands:generate")
     s = msub.add_parser("stats", help="summarise a dataset: counts per category, split, risk")
     s.add_argument("dir")
@@ -84,7 +91,12 @@ def generate(args) -> int:
     if actors is None:
         actors = min(args.trajectories, os.cpu_count() or 1)
     cfg = GenerateConfig(
-        args.trajectories, parse_size(args.size), args.seed, args.max_frames, actors
+        args.trajectories,
+        parse_size(args.size),
+        args.seed,
+        args.max_frames,
+        actors,
+        args.camera_origin,
     )
     with Progress(
         TextColumn("frames"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()

@@ -8,6 +8,7 @@ Layout (mmWalk's, KediYing/mmWalk, so its readers open ours unchanged)::
     DIR/QAFrames/<Category><NN>/Json/NNNNNN.json     per-frame metadata (the ground truth)
     DIR/{train,val,test}_data_chat/{E1,...,H2}.jsonl  the questions, split by trajectory
     DIR/dataset.json                                  what was asked for and what is there
+    DIR/generate.json                                 how the frames are rendered (size, cameras)
 
 Nothing is lost when a run is killed: every file is written under a temporary name and moved
 into place, a frame's Json is written last (a frame with its Json is complete), a trajectory
@@ -67,6 +68,8 @@ class GenerateConfig:
         seed: the first trajectory's seed (trajectory k has seed + k).
         max_frames: cap on frames per trajectory (None: the whole walk).
         actors: Ray actors rendering in parallel (0: in this process).
+        camera_origin: ``actor`` (mmWalk's cameras: offsets from the CARLA walker's root, 0.9 m
+            above its feet) or ``ground`` (the offsets as heights above the surface).
     """
 
     trajectories: int = 7
@@ -74,6 +77,7 @@ class GenerateConfig:
     seed: int = 0
     max_frames: int | None = None
     actors: int = 0
+    camera_origin: str = "actor"
 
     # Bounds far above mmWalk's own (120 trajectories of 1600 x 900), below what exhausts a
     # machine: each actor is a process with its renderer, each panorama w x h x 9 images.
@@ -97,6 +101,11 @@ class GenerateConfig:
             raise EnvError(f"--max-frames must be in 1..{self.MAX_FRAMES}, got {self.max_frames}")
         if not 0 <= self.actors <= self.MAX_ACTORS:
             raise EnvError(f"--actors must be in 0..{self.MAX_ACTORS}, got {self.actors}")
+        if self.camera_origin not in render.CAMERA_ORIGINS:
+            raise EnvError(
+                f"--camera-origin {self.camera_origin!r}: choose from "
+                f"{', '.join(render.CAMERA_ORIGINS)}"
+            )
 
     @property
     def face(self) -> int:
@@ -128,6 +137,7 @@ def record(
     size: tuple[int, int],
     max_frames: int | None,
     on_frame: Callable[[], None] | None = None,
+    camera_origin: str = "actor",
 ) -> dict:
     """Renders and writes trajectory ``job`` under ``root/QAFrames``; returns its summary.
     Finished trajectories and frames are skipped."""
@@ -155,7 +165,7 @@ def record(
             meta_path = work / "Json" / f"{i:06d}.json"
             if not meta_path.exists():
                 if pano is None:
-                    pano = render.Panoramas(scene, size, width // 4)
+                    pano = render.Panoramas(scene, size, width // 4, camera_origin)
                 meta = _frame(job, scene, pano, poses, i, movers, work, min_pixels)
                 write_atomic(meta_path, json.dumps(meta))
                 if on_frame:
@@ -171,6 +181,7 @@ def record(
         "weather": scene.weather,
         "frames": len(poses),
         "size": list(size),
+        "camera_origin": camera_origin,
         "route": scene.route,
         "hazards": [h.case for h in scene.hazards],
         "landmarks": sorted({t.landmark for t in scene.landmarks()}),
@@ -254,6 +265,7 @@ def generate(
     if cfg.actors > cpus and not address:  # a local Ray would start them all regardless
         raise EnvError(f"--actors {cfg.actors}: this machine has {cpus} CPUs (at most {cpus})")
     (root / FRAMES).mkdir(parents=True, exist_ok=True)
+    _claim(root, cfg)
     todo = jobs(cfg)
     total = sum(frames_of(j, cfg.max_frames) for j in todo)
     done = []
@@ -279,12 +291,32 @@ def generate(
     return manifest
 
 
+def _claim(root: Path, cfg: GenerateConfig) -> None:
+    """Writes how ``root``'s frames are rendered (``generate.json``), or refuses to resume a
+    dataset whose frames were rendered otherwise: one dataset never mixes two renderings."""
+    path = root / "generate.json"
+    wanted = {"size": list(cfg.size), "camera_origin": cfg.camera_origin}
+    if path.exists():
+        had = json.loads(path.read_text())
+    elif (root / "dataset.json").exists():  # written before generate.json, or by hand
+        config = json.loads((root / "dataset.json").read_text())["config"]
+        had = {"size": config["size"], "camera_origin": config.get("camera_origin", "ground")}
+    else:
+        write_atomic(path, json.dumps(wanted))
+        return
+    if had != wanted:
+        raise EnvError(
+            f"{root} holds frames rendered with --size {had['size'][0]}x{had['size'][1]} "
+            f"--camera-origin {had['camera_origin']}; resume it with those, or give a new --out"
+        )
+
+
 def _run(
     todo: list[Job], root: Path, cfg: GenerateConfig, address: str | None, tick: Callable[[], None]
 ) -> Iterator[dict]:
     if cfg.actors == 0:
         for job in todo:
-            yield record(job, root, cfg.size, cfg.max_frames, tick)
+            yield record(job, root, cfg.size, cfg.max_frames, tick, cfg.camera_origin)
         return
     import ray
 
@@ -300,7 +332,8 @@ def _run(
         raise EnvError(f"{cfg.actors} actors need {cfg.actors} CPUs; Ray has {cpus:g}")
     worker = ray.remote(num_cpus=1, max_restarts=1)(_Recorder)
     actors = [
-        worker.remote(str(root.resolve()), cfg.size, cfg.max_frames) for _ in range(cfg.actors)
+        worker.remote(str(root.resolve()), cfg.size, cfg.max_frames, cfg.camera_origin)
+        for _ in range(cfg.actors)
     ]
     queue, running, free = list(todo), {}, list(actors)
     try:
@@ -326,12 +359,13 @@ def _run(
 class _Recorder:
     """A Ray actor recording trajectories into one dataset directory."""
 
-    def __init__(self, root: str, size, max_frames):
+    def __init__(self, root: str, size, max_frames, camera_origin: str):
         os.environ.setdefault("MUJOCO_GL", "egl")
         self.root, self.size, self.max_frames = Path(root), tuple(size), max_frames
+        self.camera_origin = camera_origin
 
     def record(self, job: Job) -> dict:
-        return record(job, self.root, self.size, self.max_frames)
+        return record(job, self.root, self.size, self.max_frames, None, self.camera_origin)
 
 
 def stats(root: str | Path) -> dict:

@@ -55,9 +55,15 @@ class NavigateOptions:
     scene_seed: int = 0
     max_steps: int = 150
     action_repeat: int = 5
+    camera_origin: str = "actor"  # render.CAMERA_ORIGINS: mmWalk's heights, or from the ground
 
     def __post_init__(self):
         object.__setattr__(self, "views", tuple(self.views))
+        if self.camera_origin not in render.CAMERA_ORIGINS:
+            raise ValueError(
+                f"camera_origin {self.camera_origin!r}: choose from "
+                f"{', '.join(render.CAMERA_ORIGINS)}"
+            )
         object.__setattr__(self, "modalities", tuple(self.modalities))
         bad = [v for v in self.views if v not in render.VIEW_FACES]
         if bad or not self.views:
@@ -76,9 +82,9 @@ class NavigateOptions:
 class _Place:
     """One scene with its renderer, route geometry and what the rules look up."""
 
-    def __init__(self, scene: Scene, size: int):
+    def __init__(self, scene: Scene, size: int, camera_origin: str):
         self.scene = scene
-        self.pano = render.Panoramas(scene, (4 * size, 2 * size), size)
+        self.pano = render.Panoramas(scene, (4 * size, 2 * size), size, camera_origin)
         pts = np.array(scene.route, float)
         self.points = pts
         self.seg = np.diff(pts, axis=0)
@@ -186,7 +192,7 @@ class NavigateBatch(VectorEnv):
         if k not in self._places:
             o = self.options
             scene = build(CATEGORIES[k % len(CATEGORIES)], o.scene_seed + k)
-            self._places[k] = _Place(scene, o.size)
+            self._places[k] = _Place(scene, o.size, o.camera_origin)
         return self._places[k]
 
     def close(self) -> None:

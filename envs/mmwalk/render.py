@@ -27,7 +27,18 @@ FACE = 400
 MODALITIES = ("rgb", "depth", "semantic")
 VIEW_FACES = {"walker": FACES[:4], "dog": FACES[:4], "drone": FACES}
 VIEW_OFFSET = {"walker": (0.0, 0.0, 1.5), "dog": (0.8, 0.0, 0.1), "drone": (0.0, 0.0, 3.0)}
-"""Each view's camera relative to the walker's feet (x forward, z up), metres."""
+"""Each view's camera relative to the walker (x forward, z up), metres: mmWalk's
+``capture.py`` attaches its cameras at these offsets to the CARLA walker actor
+(KediYing/mmWalk@6976730 Data_Capture_And_QAGeneration/capture.py:196-206, 225)."""
+ACTOR_ROOT = 0.9
+"""Where that actor's root sits above its feet: a CARLA walker's root is its capsule's
+centre, and CARLA's navigation takes a walker as 1.8 m tall and moves the pivot from the
+centre to the feet by half that (carla-simulator/carla
+LibCarla/source/carla/nav/Navigation.cpp: ``AGENT_HEIGHT = 1.8f``, ``AddWalker``)."""
+CAMERA_ORIGINS = ("actor", "ground")
+"""``actor``: the offsets from the actor's root, rigid on the walker, as mmWalk's cameras sat
+(walker 2.4 m, dog 1.0 m, drone 3.9 m above the feet). ``ground``: the offsets read as heights
+above the surface under each camera (Arena before 2026-12-07; walker 1.5 m, dog 0.1 m)."""
 DEPTH_SCALE = 256.0
 SKY = -1
 STATIC_GROUP = np.array([1, 0, 0, 0, 0, 0], np.uint8)  # movers' geoms are group 1
@@ -95,10 +106,21 @@ class Panoramas:
     """Renders the views of one scene. ``size`` the panorama (width, height), ``face`` the
     cube face side in pixels."""
 
-    def __init__(self, scene: Scene, size: tuple[int, int] = PANORAMA, face: int = FACE):
+    def __init__(
+        self,
+        scene: Scene,
+        size: tuple[int, int] = PANORAMA,
+        face: int = FACE,
+        camera_origin: str = "actor",
+    ):
         import mujoco
 
+        if camera_origin not in CAMERA_ORIGINS:
+            raise ValueError(
+                f"camera_origin {camera_origin!r}: choose from {', '.join(CAMERA_ORIGINS)}"
+            )
         self.scene, self.size, self.face = scene, tuple(size), face
+        self.camera_origin = camera_origin
         self.model = mujoco.MjModel.from_xml_string(scene.mjcf(face))
         self.data = mujoco.MjData(self.model)
         mujoco.mj_kinematics(self.model, self.data)  # geoms in place for ground()'s rays
@@ -134,7 +156,10 @@ class Panoramas:
         for view, mocap in self.rigs.items():
             dx, dy, dz = VIEW_OFFSET[view]
             x, y = xy[0] + c * dx - s * dy, xy[1] + s * dx + c * dy
-            base = ground if view != "dog" else self.ground((x, y))
+            if self.camera_origin == "actor":  # rigid on the walker's root, as CARLA attaches
+                base = ground + ACTOR_ROOT
+            else:
+                base = ground if view != "dog" else self.ground((x, y))
             self.data.mocap_pos[mocap] = [x, y, base + dz]
             self.data.mocap_quat[mocap] = quat
         if movers is not None:

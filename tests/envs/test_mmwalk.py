@@ -16,6 +16,7 @@ import pytest
 
 from envs.mmwalk import dataset, render, scene, scoring, vqa, walk
 from envs.mmwalk.tags import TAG
+from envs.registry import EnvError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +40,7 @@ def test_facts_match_mmwalk():
         "dog": (0.8, 0.0, 0.1),
         "drone": (0.0, 0.0, 3.0),
     }
+    assert render.ACTOR_ROOT == 0.9 and render.CAMERA_ORIGINS == ("actor", "ground")
     assert render.PANORAMA == (1600, 900) and render.FACE == 400
     assert (TAG["sidewalk"], TAG["car"], TAG["bicycle"], TAG["sky"]) == (2, 14, 19, 11)
     assert [
@@ -146,6 +148,28 @@ def test_a_landmark_shows_at_its_clock_direction_and_distance():
     assert walk.clock(0, 5, 0.0) == 9 and walk.clock(-5, 0, 0.0) == 6 and walk.clock(5, 0, 0) == 12
 
 
+@pytest.mark.parametrize(
+    "origin, heights",
+    [("actor", {"walker": 2.4, "dog": 1.0, "drone": 3.9}), ("ground", {"walker": 1.5, "dog": 0.1})],
+)
+def test_each_camera_sits_at_its_height(origin, heights):
+    """Over flat ground a face's bottom-centre pixel looks 45 degrees down (less half a pixel)
+    and sees the ground at a planar depth of the camera's height / tan(that angle)."""
+    s = _lone_landmark_scene((10.0, 0.0))
+    face = 90
+    pano = render.Panoramas(s, size=(4 * face, 2 * face), face=face, camera_origin=origin)
+    try:
+        pano.place((0.0, 0.0), 0.0, np.zeros((0, 3)))
+        for view, height in heights.items():
+            depth = pano.faces(view, "depth", ("back",))[0]
+            slope = 1 - 1 / face  # the bottom row's centre, half a pixel above the edge
+            assert depth[-1, face // 2] * slope == pytest.approx(height, abs=0.02), view
+    finally:
+        pano.close()
+    with pytest.raises(ValueError, match="camera_origin 'feet': choose from actor, ground"):
+        render.Panoramas(s, size=(64, 32), face=16, camera_origin="feet")
+
+
 def test_imu_action_and_corner_cases():
     s = scene.build("Cross", 2)
     poses = walk.walk(s)
@@ -249,6 +273,29 @@ def _check(r: dict, meta: dict) -> None:
             assert shown[value] == max(shown.values())
     if r["answer_type"] != "text":
         assert scoring.match(r["answer_type"], value, answer, answer) == 5.0  # the truth is right
+
+
+def test_a_dataset_is_never_resumed_with_other_cameras_or_size(small_dataset, tmp_path):
+    out, manifest = small_dataset
+    assert manifest["config"]["camera_origin"] == "actor"
+    assert manifest["trajectories"][0]["camera_origin"] == "actor"
+    assert json.loads((out / "generate.json").read_text()) == {
+        "size": [96, 48],
+        "camera_origin": "actor",
+    }
+    other = dataset.GenerateConfig(
+        trajectories=7, size=(96, 48), max_frames=16, camera_origin="ground"
+    )
+    with pytest.raises(EnvError, match="--size 96x48 --camera-origin actor; resume it with"):
+        dataset.generate(other, out)
+    # a dataset written before generate.json existed was rendered from the ground
+    old = tmp_path / "old"
+    (old / "QAFrames").mkdir(parents=True)
+    (old / "dataset.json").write_text(json.dumps({"config": {"size": [96, 48]}}))
+    with pytest.raises(EnvError, match="--camera-origin ground"):
+        dataset.generate(dataset.GenerateConfig(trajectories=1, size=(96, 48)), old)
+    with pytest.raises(EnvError, match="--camera-origin 'feet': choose from actor, ground"):
+        dataset.GenerateConfig(camera_origin="feet")
 
 
 def test_stats_counts_the_dataset(small_dataset):
@@ -416,12 +463,13 @@ def test_navigate_pays_progress_the_goal_and_the_hazards():
 
 def test_navigate_options_are_checked():
     import envs
-    from envs.registry import EnvError
 
     with pytest.raises((ValueError, EnvError), match="views"):
         envs.make("mmwalk/navigate-v0", views=("cat",))
     with pytest.raises(EnvError, match=r"scenes must be in 1\.\.256, got 100000"):
         envs.make("mmwalk/navigate-v0", scenes=100_000)  # each scene keeps a renderer
+    with pytest.raises((ValueError, EnvError), match="camera_origin 'feet': choose from"):
+        envs.make("mmwalk/navigate-v0", camera_origin="feet")
     env = envs.make("mmwalk/navigate-v0", views=("walker", "dog"), modalities=("depth", "semantic"))
     obs, _ = env.reset(seed=1)
     assert obs["walker"].shape == (84, 84, 4) and obs["walker"].dtype == np.uint8
