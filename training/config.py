@@ -82,6 +82,11 @@ class TrainConfig:
     """Training iterations to run (alternative to ``timesteps``)."""
     timesteps: int | None = None
     """Env steps to train for (default 200,000 when neither this nor ``iterations`` is set)."""
+    stop_test_win_rate: float | None = None
+    """Stop as soon as a greedy test's win rate (``test_battle_won_mean``) reaches this, and
+    checkpoint there: ODIS's ``stop_winrate``, how its medium datasets' policies are made
+    (LAMDA-RL/ODIS ``src/data_collect.py``); 0 stops at the first test. Needs an env with test
+    battles (SMAC, SMACv2)."""
     checkpoint_every: int = 10
     """Checkpoint every K iterations (and always at the end); 0: only at the end (a run that
     needs no resume or branch points part-way, e.g. a sweep's trial)."""
@@ -117,6 +122,9 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value}")
+        stop = self.stop_test_win_rate
+        if stop is not None and not 0 <= stop <= 1:
+            raise ConfigError(f"stop_test_win_rate must be in [0, 1], got {stop}")
         if not 0 <= self.seed < 2**31:
             raise ConfigError(f"seed must be in [0, 2**31), got {self.seed}")
         for name in ("env_runners", "learners", "gpus_per_learner"):

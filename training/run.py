@@ -31,7 +31,7 @@ from training.checkpoints import (
     save_checkpoint,
     write_atomic,
 )
-from training.config import TrainConfig
+from training.config import ConfigError, TrainConfig
 
 DEFAULT_TIMESTEPS = 200_000
 # Per module, after these: "<module>/return" and "<module>/<loss>" for each of the
@@ -116,6 +116,19 @@ def metrics_row(
     return row
 
 
+def _check_tests(cfg: TrainConfig) -> None:
+    """``stop_test_win_rate`` needs greedy test battles: a battle env, tests not turned off."""
+    from policies.testing import BATTLE_FAMILIES
+
+    if cfg.env.split("/", 1)[0] not in BATTLE_FAMILIES or (
+        getattr(cfg.settings, "test_interval", None) == 0
+    ):
+        raise ConfigError(
+            f"stop_test_win_rate needs greedy test battles: an env of "
+            f"{', '.join(BATTLE_FAMILIES)} with test_interval not 0 (got {cfg.env})"
+        )
+
+
 def read_metrics(path: Path, up_to: int) -> list[dict]:
     """The rows of ``metrics.csv`` up to iteration ``up_to``; rows that do not parse (a
     damaged file) are dropped with one warning line."""
@@ -193,6 +206,8 @@ class Run:
             + seed_columns(cfg.settings)
         )
         self.losses = info.losses
+        if cfg.stop_test_win_rate is not None:
+            _check_tests(cfg)
         # the env arguments the algorithm's settings imply are the run's (config.yaml: eval and
         # serve build that env)
         cfg.env_args = info.env_config(cfg.env, cfg.settings, cfg.env_args)
@@ -234,6 +249,10 @@ class Run:
                     f" {self.env_steps} env steps)"
                 )
             rows = read_metrics(self.dir / "metrics.csv", self.iteration) if checkpoint else []
+            stop = cfg.stop_test_win_rate
+            self.stopped = stop is not None and any(  # a resumed run that had stopped stays so
+                _num(r.get("test_battle_won_mean")) >= stop for r in rows
+            )
             elapsed = _num(rows[-1].get("time_s")) if rows else 0.0
             self._t0 = time.perf_counter() - (elapsed if math.isfinite(elapsed) else 0.0)
             self._faults = FaultWatch(self.algo, self.console)
@@ -290,7 +309,7 @@ class Run:
 
     @property
     def done(self) -> bool:
-        return self.progress >= self.total
+        return self.stopped or self.progress >= self.total
 
     def step(self) -> dict[str, Any]:
         """Trains one counted iteration (iterations that sampled nothing, while RLlib
@@ -312,6 +331,14 @@ class Run:
         learner = learner_scalars(result)
         self._nans.check(learner, self.dir)
         self.env_steps = row["env_steps"]
+        stop = self.cfg.stop_test_win_rate
+        if stop is not None and _num(row.get("test_battle_won_mean")) >= stop:
+            self.stopped = True
+            self.console.print(
+                f"arena: iteration {self.iteration}: greedy test win rate "
+                f"{_num(row['test_battle_won_mean']):.0%} reached stop_test_win_rate {stop:g}; "
+                "stopping here"
+            )
         every = self.cfg.checkpoint_every  # 0: only at the end
         due = (every > 0 and self.iteration % every == 0) or self.done
         ckpt = self.checkpoint() if due else None
