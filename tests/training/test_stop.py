@@ -1,28 +1,15 @@
 """``stop_test_win_rate``: a run stops at the first greedy test that reaches it and
 checkpoints there (ODIS's ``stop_winrate``, how its medium datasets' policies are made)."""
 
-import csv
-
 import pytest
 from rich.console import Console
 
 import training
+from tests.policies.test_testing import SMALL as PPO_SMALL
+from tests.policies.test_testing import rows
 from training.config import ConfigError, TrainConfig, apply_overrides
 
-SMALL = [
-    "train_batch_size=200",
-    "minibatch_size=100",
-    "num_epochs=1",
-    "num_envs_per_env_runner=8",
-    "model.hidden=[16]",
-    "test_interval=200",
-    "test_nepisode=2",
-]
-
-
-def rows(run):
-    with (run / "metrics.csv").open() as f:
-        return list(csv.DictReader(f))
+SMALL = [*PPO_SMALL, "test_interval=200", "test_nepisode=2"]
 
 
 def test_a_run_stops_where_its_test_win_rate_reaches_the_bar(ray_session, tmp_path):
@@ -49,7 +36,7 @@ def test_a_stop_without_test_battles_is_refused(ray_session, tmp_path):
         ("smac/3m-v0", ["test_interval=0"]),
     ):
         cfg = TrainConfig(env=env, algo="ippo", iterations=1)
-        apply_overrides(cfg, [*SMALL[:5], *sets, "stop_test_win_rate=0.5"])
+        apply_overrides(cfg, [*PPO_SMALL, *sets, "stop_test_win_rate=0.5"])
         with pytest.raises(ConfigError, match="stop_test_win_rate needs greedy test battles"):
             training.train(cfg, out=str(tmp_path), console=Console(quiet=True))
     with pytest.raises(ConfigError, match=r"stop_test_win_rate must be in \[0, 1\], got 1.5"):
