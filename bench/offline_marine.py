@@ -5,7 +5,8 @@
 
 RUN: ``arena offline`` run folders (one per seed and algorithm) evaluated with ``--eval`` on
 the task set's maps (their ``zero_shot.json``). For each map and algorithm (``--algo`` of the
-run: bc, odis, bikt) it prints the runs' mean win rate with the standard deviation over seeds
+run: bc, odis, bikt) on each data quality (its datasets' card labels: expert, medium,
+medium-expert, ...) it prints the runs' mean win rate with the standard deviation over seeds
 and the pooled Wilson 95% interval over all their battles, and two sanity rows played here
 on the same seeds: uniformly random legal actions and SMAC's scripted heuristic
 (``heuristic_ai`` with ``heuristic_rest``, as legal actions). Prints one JSON object and a
@@ -59,6 +60,16 @@ def scripted(map_name: str, episodes: int, kind: str) -> int:
     return int(won.sum())
 
 
+def quality(datasets: list[str]) -> str:
+    """The data quality of a run's datasets: their cards' labels (one, or all of them)."""
+    labels = []
+    for d in datasets:
+        card = Path(d) / "card.json"
+        label = json.loads(card.read_text()).get("quality") if card.exists() else None
+        labels.append(label or "unlabelled")
+    return "+".join(sorted(set(labels)))
+
+
 def main() -> None:
     from policies.testing import wilson
 
@@ -69,10 +80,11 @@ def main() -> None:
     p.add_argument("--out", default="bench/results/offline_marine.json")
     a = p.parse_args()
     sources, tests = TASK_SETS[a.set]
-    by_algo: dict[str, list[dict]] = {}
+    by_algo: dict[str, list[dict]] = {}  # "algo/quality" -> the runs' zero-shot tables
     for r in a.runs:
-        algo = json.loads((Path(r) / "offline.json").read_text()).get("algo", "bc")
-        by_algo.setdefault(algo, []).append(json.loads((Path(r) / "zero_shot.json").read_text()))
+        run = json.loads((Path(r) / "offline.json").read_text())
+        label = f"{run.get('algo', 'bc')}/{quality(run['datasets'])}"
+        by_algo.setdefault(label, []).append(json.loads((Path(r) / "zero_shot.json").read_text()))
     rows = []
     for m in tests:
         env = f"smac/{m}-v0"
@@ -101,10 +113,12 @@ def main() -> None:
     Path(a.out).write_text(json.dumps(report, indent=2))
     print(json.dumps(report))
     names = {"bc": "BC-T", "odis": "ODIS", "bikt": "BiKT"}
-    heads = [
-        f"{names.get(k, k)} (mean ± std over {len(v)} seeds; pooled 95%)"
-        for k, v in by_algo.items()
-    ]
+    heads = []
+    for k, v in by_algo.items():
+        algo, data = k.split("/", 1)
+        heads.append(
+            f"{names.get(algo, algo)} on {data} (mean ± std over {len(v)} seeds; pooled 95%)"
+        )
     print(f"\n| map | {' | '.join(heads)} | random | heuristic |")
     print("| --- |" + " --- |" * (len(heads) + 2))
     for r in rows:
