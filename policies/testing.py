@@ -35,11 +35,16 @@ BATTLE_FAMILIES = ("smac", "smacv2")
 """Env families whose papers report the greedy test win rate."""
 
 
+def has_battles(env_id: str) -> bool:
+    """Whether ``env_id``'s family plays battles that a greedy test counts as won or lost."""
+    return env_id.split("/", 1)[0] in BATTLE_FAMILIES
+
+
 def default_interval(env_id: str) -> int:
     """Env steps between tests when a run does not say: PyMARL's on SMAC and SMACv2 (their
     papers report the greedy test win rate), none elsewhere (a test of long episodes costs more
     than it tells)."""
-    return SMAC_TEST_INTERVAL if env_id.split("/", 1)[0] in BATTLE_FAMILIES else 0
+    return SMAC_TEST_INTERVAL if has_battles(env_id) else 0
 
 
 def policy_of(modules: dict[str, Any]):

@@ -118,11 +118,9 @@ def metrics_row(
 
 def _check_tests(cfg: TrainConfig) -> None:
     """``stop_test_win_rate`` needs greedy test battles: a battle env, tests not turned off."""
-    from policies.testing import BATTLE_FAMILIES
+    from policies.testing import BATTLE_FAMILIES, has_battles
 
-    if cfg.env.split("/", 1)[0] not in BATTLE_FAMILIES or (
-        getattr(cfg.settings, "test_interval", None) == 0
-    ):
+    if not has_battles(cfg.env) or getattr(cfg.settings, "test_interval", None) == 0:
         raise ConfigError(
             f"stop_test_win_rate needs greedy test battles: an env of "
             f"{', '.join(BATTLE_FAMILIES)} with test_interval not 0 (got {cfg.env})"
@@ -249,10 +247,7 @@ class Run:
                     f" {self.env_steps} env steps)"
                 )
             rows = read_metrics(self.dir / "metrics.csv", self.iteration) if checkpoint else []
-            stop = cfg.stop_test_win_rate
-            self.stopped = stop is not None and any(  # a resumed run that had stopped stays so
-                _num(r.get("test_battle_won_mean")) >= stop for r in rows
-            )
+            self.stopped = any(map(self._reaches_stop, rows))  # a stopped run stays stopped
             elapsed = _num(rows[-1].get("time_s")) if rows else 0.0
             self._t0 = time.perf_counter() - (elapsed if math.isfinite(elapsed) else 0.0)
             self._faults = FaultWatch(self.algo, self.console)
@@ -311,6 +306,11 @@ class Run:
     def done(self) -> bool:
         return self.stopped or self.progress >= self.total
 
+    def _reaches_stop(self, row: dict) -> bool:
+        """Whether ``row``'s greedy test reached ``stop_test_win_rate`` (ODIS's stop_winrate)."""
+        stop = self.cfg.stop_test_win_rate
+        return stop is not None and _num(row.get("test_battle_won_mean")) >= stop
+
     def step(self) -> dict[str, Any]:
         """Trains one counted iteration (iterations that sampled nothing, while RLlib
         restarts lost EnvRunners, are repeated), checkpoints when due and at the end, tells
@@ -331,13 +331,12 @@ class Run:
         learner = learner_scalars(result)
         self._nans.check(learner, self.dir)
         self.env_steps = row["env_steps"]
-        stop = self.cfg.stop_test_win_rate
-        if stop is not None and _num(row.get("test_battle_won_mean")) >= stop:
+        if self._reaches_stop(row):
             self.stopped = True
             self.console.print(
                 f"arena: iteration {self.iteration}: greedy test win rate "
-                f"{_num(row['test_battle_won_mean']):.0%} reached stop_test_win_rate {stop:g}; "
-                "stopping here"
+                f"{_num(row['test_battle_won_mean']):.0%} reached stop_test_win_rate "
+                f"{self.cfg.stop_test_win_rate:g}; stopping here"
             )
         every = self.cfg.checkpoint_every  # 0: only at the end
         due = (every > 0 and self.iteration % every == 0) or self.done

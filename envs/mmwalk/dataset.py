@@ -101,11 +101,7 @@ class GenerateConfig:
             raise EnvError(f"--max-frames must be in 1..{self.MAX_FRAMES}, got {self.max_frames}")
         if not 0 <= self.actors <= self.MAX_ACTORS:
             raise EnvError(f"--actors must be in 0..{self.MAX_ACTORS}, got {self.actors}")
-        if self.camera_origin not in render.CAMERA_ORIGINS:
-            raise EnvError(
-                f"--camera-origin {self.camera_origin!r}: choose from "
-                f"{', '.join(render.CAMERA_ORIGINS)}"
-            )
+        render.check_camera_origin(self.camera_origin, "--camera-origin")
 
     @property
     def face(self) -> int:

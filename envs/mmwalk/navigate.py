@@ -59,12 +59,8 @@ class NavigateOptions:
 
     def __post_init__(self):
         object.__setattr__(self, "views", tuple(self.views))
-        if self.camera_origin not in render.CAMERA_ORIGINS:
-            raise ValueError(
-                f"camera_origin {self.camera_origin!r}: choose from "
-                f"{', '.join(render.CAMERA_ORIGINS)}"
-            )
         object.__setattr__(self, "modalities", tuple(self.modalities))
+        render.check_camera_origin(self.camera_origin)
         bad = [v for v in self.views if v not in render.VIEW_FACES]
         if bad or not self.views:
             raise ValueError(f"views {bad or '()'}: choose from {', '.join(render.VIEW_FACES)}")

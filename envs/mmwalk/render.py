@@ -19,6 +19,7 @@ import numpy as np
 from envs.files import replacing
 from envs.mmwalk.scene import FACE_AXES, FACES, Scene
 from envs.mmwalk.tags import TAG
+from envs.registry import EnvError
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -39,9 +40,16 @@ CAMERA_ORIGINS = ("actor", "ground")
 """``actor``: the offsets from the actor's root, rigid on the walker, as mmWalk's cameras sat
 (walker 2.4 m, dog 1.0 m, drone 3.9 m above the feet). ``ground``: the offsets read as heights
 above the surface under each camera (Arena before 2026-12-07; walker 1.5 m, dog 0.1 m)."""
+
 DEPTH_SCALE = 256.0
 SKY = -1
 STATIC_GROUP = np.array([1, 0, 0, 0, 0, 0], np.uint8)  # movers' geoms are group 1
+
+
+def check_camera_origin(origin: str, name: str = "camera_origin") -> None:
+    """Refuses an origin not in :data:`CAMERA_ORIGINS` (``name``: how the caller spells it)."""
+    if origin not in CAMERA_ORIGINS:
+        raise EnvError(f"{name} {origin!r}: choose from {', '.join(CAMERA_ORIGINS)}")
 
 
 class StitchTable:
@@ -115,10 +123,7 @@ class Panoramas:
     ):
         import mujoco
 
-        if camera_origin not in CAMERA_ORIGINS:
-            raise ValueError(
-                f"camera_origin {camera_origin!r}: choose from {', '.join(CAMERA_ORIGINS)}"
-            )
+        check_camera_origin(camera_origin)
         self.scene, self.size, self.face = scene, tuple(size), face
         self.camera_origin = camera_origin
         self.model = mujoco.MjModel.from_xml_string(scene.mjcf(face))

@@ -81,9 +81,8 @@ class SeedsSweep:
         """The metric the table and report lead with (``metric``, or the family's own)."""
         if self.metric:
             return self.metric
-        from policies.testing import BATTLE_FAMILIES
+        from policies.testing import has_battles
 
-        battles = self.env.split("/", 1)[0] in BATTLE_FAMILIES
-        if not battles:
+        if not has_battles(self.env):
             return "episode_return_mean"
         return "win_rate" if self.stacked else "test_battle_won_mean"
