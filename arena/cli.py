@@ -9,7 +9,7 @@
     arena crossplay RUN [--games N] [--json]
     arena record RUN|random|heuristic [--env ID] --episodes N --out DIR [--workers K] [--quality Q]
     arena record --mix DATASET DATASET ... --out DIR
-    arena offline DATASET ... --out DIR [--algo bc|odis|bikt] [--steps N] [--eval ENV,ENV,...]
+    arena offline DATASET ... --out DIR [--algo bc|odis|bikt] [--steps N] [--eval ENV[:KEY=VALUE],...]
     arena demo [--timesteps N] [--seed S] [--out DIR]
     arena serve RUN|smollm2 [NAME=RUN ...] [--host H] [--port P] [--replicas N | --autoscale MIN:MAX]
     arena submit [--address http://HEAD:8265] [--working-dir .] [--no-wait] -- arena COMMAND ...

@@ -419,7 +419,10 @@ def _register_offline(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--seed", type=int, default=0)
     o.add_argument("--checkpoint-every", type=int, default=500, help="steps between saves")
     o.add_argument(
-        "--eval", metavar="ENVS", help="comma-separated env ids to play zero-shot after training"
+        "--eval",
+        metavar="TASKS",
+        help="comma-separated env ids to play zero-shot after training, each with any env "
+        "arguments as ENV:KEY=VALUE (mpe/simple_spread-v3:N=5)",
     )
     o.add_argument("--eval-episodes", type=int, default=64, help="episodes per --eval env")
     o.add_argument("--eval-only", action="store_true", help="evaluate the run in --out as it is")
@@ -453,7 +456,7 @@ def run_offline(args) -> int:
 
         report = offline.train(args.datasets, args.out, cfg, args.address, progress)
     elif not evals:
-        raise offline.OfflineError("--eval-only needs --eval ENVS")
+        raise offline.OfflineError("--eval-only needs --eval TASKS")
     if evals:
         report["zero_shot"] = offline.zero_shot(args.out, evals, args.eval_episodes)
     if args.json:

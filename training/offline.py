@@ -86,6 +86,37 @@ class Task:
     state: dict | None  # kind -> torch tensor (envs.entities.state_layout), where there is one
 
 
+def task_label(env: str, env_args: dict) -> str:
+    """A task's name in a run's rows and metadata: the env id, then each argument as
+    ``:KEY=VALUE`` (``mpe/simple_spread-v3:N=5``), the form ``--eval`` takes."""
+    return env + "".join(f":{k}={json.dumps(v)}" for k, v in sorted(env_args.items()))
+
+
+def parse_task(text: str) -> tuple[str, dict]:
+    """``ENV[:KEY=VALUE...]`` (:func:`task_label`'s form) as the env id and its arguments,
+    checked against the env's factory."""
+    import yaml
+
+    import envs
+    from envs.registry import check_args
+
+    env, *pairs = text.strip().split(":")
+    env_args = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        try:
+            if not (eq and key.strip() and value.strip()):
+                raise ValueError
+            env_args[key.strip()] = yaml.safe_load(value)
+        except (ValueError, yaml.YAMLError):
+            raise OfflineError(
+                f"--eval {text!r}: after the env id come arguments as :KEY=VALUE "
+                "(e.g. mpe/simple_spread-v3:N=5)"
+            ) from None
+    check_args(envs.spec(env), env_args)
+    return env, env_args
+
+
 def task_shape(env: str, env_args: dict, n_actions: int):
     """An env's entity layout and its number of actions that name no enemy."""
     from envs.entities import entity_layout
@@ -291,7 +322,12 @@ def train(
     write_atomic(
         out / "offline.json",
         json.dumps(
-            spec | {"algo": cfg.algo, "model": mcfg.to_json(), "tasks": [t.env for t in tasks]},
+            spec
+            | {
+                "algo": cfg.algo,
+                "model": mcfg.to_json(),
+                "tasks": [task_label(t.env, t.env_args) for t in tasks],
+            },
             indent=2,
         ),
     )
@@ -374,7 +410,7 @@ def train(
         "steps": state["step"],
         "loss": state["losses"][-1][1],
         "seconds": round(state["seconds"], 1),
-        "tasks": [t.env for t in tasks],
+        "tasks": [task_label(t.env, t.env_args) for t in tasks],
     }
 
 
@@ -460,7 +496,8 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
     wins = int(won.sum())
     lo, hi = wilson(wins, episodes)
     return {
-        "env": env,
+        "env": task_label(env, env_args),
+        "env_args": env_args,
         "episodes": episodes,
         "win_rate": wins / episodes,
         "win_ci95": [lo, hi],
@@ -468,18 +505,15 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
     }
 
 
-def zero_shot(out: str | Path, env_ids: list[str], episodes: int) -> list[dict]:
-    """Plays each env with the run's network; adds the rows to ``out/zero_shot.json`` (an env
-    played again replaces its row) and returns them."""
-    import envs
-
-    for env in env_ids:
-        envs.spec(env)  # an unknown id fails before any play
+def zero_shot(out: str | Path, tasks: list[str], episodes: int) -> list[dict]:
+    """Plays each task (``ENV[:KEY=VALUE...]``) with the run's network; adds the rows to
+    ``out/zero_shot.json`` (a task played again replaces its row) and returns them."""
+    plays = [parse_task(t) for t in tasks]  # a bad task fails before any play
     model, meta = load_model(out)
     rows = []
-    for env in env_ids:
-        row = evaluate(model, env, episodes)
-        row["source"] = env in meta["tasks"]
+    for env, env_args in plays:
+        row = evaluate(model, env, episodes, env_args=env_args)
+        row["source"] = row["env"] in meta["tasks"]
         rows.append(row)
     path = Path(out) / "zero_shot.json"
     table = json.loads(path.read_text()) if path.is_file() else {}

@@ -134,5 +134,9 @@ def test_bikt_trains_on_mpe_and_plays_more_agents_than_it_saw(ray_session, tmp_p
     offline.train([str(spread)], tmp_path / "run", cfg)
     model, meta = offline.load_model(tmp_path / "run")
     assert meta["algo"] == "bikt" and model.cfg.target_return < 0  # MPE's rewards are costs
-    row = offline.evaluate(model, "mpe/simple_spread-v3", 3, env_args={"N": 5})
-    assert row["episodes"] == 3 and row["return_mean"] < 0
+    seen, more = offline.zero_shot(
+        tmp_path / "run", ["mpe/simple_spread-v3", "mpe/simple_spread-v3:N=5"], episodes=3
+    )
+    assert seen["source"] and not more["source"]
+    assert more["env"] == "mpe/simple_spread-v3:N=5" and more["env_args"] == {"N": 5}
+    assert more["episodes"] == 3 and more["return_mean"] < 0

@@ -128,6 +128,12 @@ def test_bad_input_is_refused_with_one_line(marine_sets, tmp_path, capsys):
     assert "entity tokens differ" in error(
         ["offline", "--out", out, "--eval-only", "--eval", "smac/2s3z-v0"]
     )
+    assert "arguments as :KEY=VALUE" in error(
+        ["offline", "--out", out, "--eval-only", "--eval", "smac/4m-v0:N"]
+    )
+    assert "takes no argument bogus" in error(
+        ["offline", "--out", out, "--eval-only", "--eval", "smac/4m-v0:bogus=1"]
+    )
     assert "no entity layout for 'matrix/climbing-v0'" in error(
         ["offline", "--out", out, "--eval-only", "--eval", "matrix/climbing-v0"]
     )
