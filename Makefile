@@ -44,7 +44,7 @@ demo: setup
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 bench: setup
 	$(PY) bench/env_throughput.py
