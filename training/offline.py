@@ -95,24 +95,20 @@ def task_label(env: str, env_args: dict) -> str:
 def parse_task(text: str) -> tuple[str, dict]:
     """``ENV[:KEY=VALUE...]`` (:func:`task_label`'s form) as the env id and its arguments,
     checked against the env's factory."""
-    import yaml
-
     import envs
     from envs.registry import check_args
+    from training.config import parse_overrides
 
     env, *pairs = text.strip().split(":")
-    env_args = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        try:
-            if not (eq and key.strip() and value.strip()):
-                raise ValueError
-            env_args[key.strip()] = yaml.safe_load(value)
-        except (ValueError, yaml.YAMLError):
-            raise OfflineError(
-                f"--eval {text!r}: after the env id come arguments as :KEY=VALUE "
-                "(e.g. mpe/simple_spread-v3:N=5)"
-            ) from None
+    try:
+        if not all(p.partition("=")[2].strip() for p in pairs):
+            raise ConfigError("an argument without a value")
+        env_args = dict(parse_overrides(pairs))  # --set's reader: values as YAML scalars
+    except ConfigError:
+        raise OfflineError(
+            f"--eval {text!r}: after the env id come arguments as :KEY=VALUE "
+            "(e.g. mpe/simple_spread-v3:N=5)"
+        ) from None
     check_args(envs.spec(env), env_args)
     return env, env_args
 
