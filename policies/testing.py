@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
@@ -117,3 +118,10 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+
+
+def mean_ci95(values) -> tuple[float, float]:
+    """The normal-approximation 95% interval of a mean (many i.i.d. episodes' returns)."""
+    v = np.asarray(values, dtype=float)
+    half = 1.96 * v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else float("inf")
+    return float(v.mean() - half), float(v.mean() + half)

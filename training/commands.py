@@ -322,7 +322,9 @@ def _register_record(sub: argparse._SubParsersAction) -> None:
         nargs="?",
         help="a run directory, 'random' (uniform legal actions) or 'heuristic' (SMAC's script)",
     )
-    r.add_argument("--env", help="env id (random needs it; a run's is its own)")
+    r.add_argument(
+        "--env", help="env id, arguments as ID:KEY=VALUE (random needs it; a run's is its own)"
+    )
     r.add_argument(
         "--episodes",
         type=int,
@@ -469,9 +471,10 @@ def run_offline(args) -> int:
             )
         for row in report.get("zero_shot", []):
             lo, hi = row["win_ci95"]
+            r_lo, r_hi = row["return_ci95"]
             print(
                 f"{row['env']}: win {row['win_rate']:.1%} ({lo:.1%}-{hi:.1%}) of "
-                f"{row['episodes']}, return {row['return_mean']:.2f}"
+                f"{row['episodes']}, return {row['return_mean']:.2f} ({r_lo:.2f} to {r_hi:.2f})"
             )
     return 0
 

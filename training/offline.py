@@ -92,9 +92,9 @@ def task_label(env: str, env_args: dict) -> str:
     return env + "".join(f":{k}={json.dumps(v)}" for k, v in sorted(env_args.items()))
 
 
-def parse_task(text: str) -> tuple[str, dict]:
-    """``ENV[:KEY=VALUE...]`` (:func:`task_label`'s form) as the env id and its arguments,
-    checked against the env's factory."""
+def parse_task(text: str, flag: str = "--eval") -> tuple[str, dict]:
+    """``ENV[:KEY=VALUE...]`` (:func:`task_label`'s form), given as ``flag``, as the env id and
+    its arguments, checked against the env's factory."""
     import envs
     from envs.registry import check_args
     from training.config import parse_overrides
@@ -106,7 +106,7 @@ def parse_task(text: str) -> tuple[str, dict]:
         env_args = dict(parse_overrides(pairs))  # --set's reader: values as YAML scalars
     except ConfigError:
         raise OfflineError(
-            f"--eval {text!r}: after the env id come arguments as :KEY=VALUE "
+            f"{flag} {text!r}: after the env id come arguments as :KEY=VALUE "
             "(e.g. mpe/simple_spread-v3:N=5)"
         ) from None
     check_args(envs.spec(env), env_args)
@@ -438,12 +438,13 @@ def load_model(out: str | Path):
 def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=None) -> dict:
     """Plays ``episodes`` episodes of ``env`` at once (its vectorised core), every agent acting
     greedily on legal actions (ODIS's ``test_mode``); the first episode of each copy counts.
-    Returns the win rate with its Wilson 95% interval (battles) and the mean return."""
+    Returns the win rate with its Wilson 95% interval (battles) and the mean return (the sum
+    over agents) with its 95% interval."""
     import torch
 
     import envs
     from policies.offline.entity_bc import masked_greedy
-    from policies.testing import wilson
+    from policies.testing import mean_ci95, wilson
 
     env_args = dict(env_args or {})
     vec = envs.make_vector(env, episodes, seed=seed, **env_args)
@@ -498,6 +499,7 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
         "win_rate": wins / episodes,
         "win_ci95": [lo, hi],
         "return_mean": float(ret.mean()),
+        "return_ci95": list(mean_ci95(ret)),
     }
 
 

@@ -89,17 +89,17 @@ SCRIPTED = ("random", "heuristic")
 def policy_source(source: str, env: str | None, checkpoint: str | None = None) -> dict:
     """``random``, ``heuristic`` or a run directory, checked, as the card states it (for a run: its
     checkpoint, iteration, env steps and its weights' hashes); and its env id."""
-    import envs
-
     if source in SCRIPTED:
+        from training.offline import parse_task
+
         if checkpoint:
             raise RecordError(f"--checkpoint names a checkpoint of a run, not of {source!r}")
         if not env:
             raise RecordError(f"recording the {source} policy needs --env ID")
-        envs.spec(env)
+        env, env_args = parse_task(env, "--env")  # ID[:KEY=VALUE...], e.g. an MPE spread's N
         if source == "heuristic" and not env.startswith(("smac/", "smacv2/")):
             raise RecordError(f"'heuristic' is SMAC's scripted policy: --env smac/*, not {env}")
-        return {"kind": source, "env": env, "env_args": {}}
+        return {"kind": source, "env": env, "env_args": env_args}
     from training.checkpoints import (
         CHECKPOINT_NAME,
         RunError,

@@ -10,7 +10,7 @@ from rich.console import Console
 
 import training
 from policies.ppo import PPOSettings, greedy_tests
-from policies.testing import default_interval, greedy_test, is_due, make_test_envs
+from policies.testing import default_interval, greedy_test, is_due, make_test_envs, mean_ci95
 from training.config import TrainConfig, apply_overrides
 from training.evaluation import load_policy
 
@@ -26,6 +26,12 @@ SMALL = [
 def rows(run):
     with (run / "metrics.csv").open() as f:
         return list(csv.DictReader(f))
+
+
+def test_mean_ci95_is_the_normal_interval_of_the_mean():
+    lo, hi = mean_ci95([1.0, 2.0, 3.0, 4.0])  # std 1.291, sqrt(4) = 2
+    assert (lo, hi) == pytest.approx((2.5 - 1.96 * 1.2910 / 2, 2.5 + 1.96 * 1.2910 / 2), abs=1e-4)
+    assert mean_ci95([-3.0]) == (-math.inf, math.inf)  # one episode says nothing of the spread
 
 
 def test_the_cadence_is_pymarls():

@@ -63,7 +63,7 @@ def check_card_numbers(episodes: list[dict], card: dict):
     "source, env_id, episodes, shard",
     [
         ("random", "matrix/climbing-v0", 7, 3),
-        ("random", "mpe/simple_spread-v3", 4, 2),
+        ("random", "mpe/simple_spread-v3:N=4", 4, 2),  # an env argument in --env
         ("random", "smac/3m-v0", 3, 2),
         ("heuristic", "smac/3m-v0", 3, 2),
     ],
@@ -79,11 +79,13 @@ def test_scripted_episodes_are_what_the_env_gave(
     assert read_card == card
     assert [int(e["seed"][0]) for e in got] == [5 + i for i in range(episodes)]
     for e in got:
-        replay(e, env_id, {}, card["agents"])
+        replay(e, card["env"], card["env_args"], card["agents"])
     check_card_numbers(got, card)
     assert card["policy"] == {"kind": source} and card["quality"] is None
     assert json.loads((out / "card.json").read_text()) == card
-    assert env_id in (out / "README.md").read_text()
+    assert card["env"] in (out / "README.md").read_text()
+    if env_id.endswith(":N=4"):
+        assert card["env_args"] == {"N": 4} and len(card["agents"]) == 4
     if env_id.startswith("smac"):
         assert card["win_rate"] is not None and card["columns"]["action_mask"]["shape"] == [3, 9]
 
@@ -204,6 +206,11 @@ def test_bad_input_is_refused_with_one_line(ray_session, tmp_path, capsys):
         capsys, base + ["--env", "matrix/climbing-v0", "--quality", "great"]
     )
     assert "needs --env" in one_line_error(capsys, base)
+    err = one_line_error(capsys, base + ["--env", "mpe/simple_spread-v3:N"])
+    assert "--env 'mpe/simple_spread-v3:N': after the env id come arguments as :KEY=VALUE" in err
+    assert "takes no argument bogus" in one_line_error(
+        capsys, base + ["--env", "mpe/simple_spread-v3:bogus=1"]
+    )
     assert "SMAC's scripted policy: --env smac/*, not mpe/simple_spread-v3" in one_line_error(
         capsys, ["record", "heuristic", "--env", "mpe/simple_spread-v3", "--out", out]
     )
