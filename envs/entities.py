@@ -11,6 +11,8 @@ The tokens are the flat observation's own numbers, cut where the env lays them o
 * MPE ``simple_spread`` (mpe2): ``[vel, pos, landmark x L, other x K, comm x K]``; ``own`` is
   velocity and position, a landmark is its position relative to the agent, an ally is its
   relative position and its communication (two blocks, joined per entity).
+* ODIS's grid navigation (``gridmpe/cn-v0``): ``[own, other x (N-1), landmark x N]``, each a
+  position (ODIS's ``cn_decomposer.py``, whose landmarks are its "enemies" with no attack).
 
 :func:`entity_layout` gives an env's :class:`EntityLayout`; ``split`` and ``join`` are
 exact inverses (``tests/envs/test_entities.py``).
@@ -126,6 +128,15 @@ def _spread(env_args: dict) -> EntityLayout:
     )
 
 
+def _grid_spread(env_args: dict) -> EntityLayout:
+    from envs.gridmpe.core import GridSpreadOptions
+
+    n = GridSpreadOptions(**env_args).n_agents
+    ally = Block(2, n - 1, 2)
+    landmark = Block(ally.stop, n, 2)
+    return EntityLayout(landmark.stop, ((0, 2),), {"ally": (ally,), "landmark": (landmark,)})
+
+
 def _smac_state(core) -> EntityLayout:
     opt = core.opt
     if opt.obs_instead_of_state or opt.use_state_agent:
@@ -155,7 +166,13 @@ def state_layout(env_id: str, env_args: dict | None = None) -> EntityLayout:
     return _smac_state(envs.make(env_id, **dict(env_args or {})).core)
 
 
-FAMILIES = ("smac/*", "smacv2/*", "mpe/simple_spread-v3", "mpe/simple_spread_continuous-v3")
+FAMILIES = (
+    "smac/*",
+    "smacv2/*",
+    "mpe/simple_spread-v3",
+    "mpe/simple_spread_continuous-v3",
+    "gridmpe/cn-v0",
+)
 
 
 def entity_layout(env_id: str, env_args: dict | None = None) -> EntityLayout:
@@ -166,6 +183,8 @@ def entity_layout(env_id: str, env_args: dict | None = None) -> EntityLayout:
         import envs
 
         return _smac(envs.make(env_id, **env_args).core)
-    if env_id in FAMILIES[2:]:
+    if env_id in FAMILIES[2:4]:
         return _spread(env_args)
+    if env_id == "gridmpe/cn-v0":
+        return _grid_spread(env_args)
     raise ValueError(f"no entity layout for {env_id!r}; envs with one: {', '.join(FAMILIES)}")

@@ -41,6 +41,7 @@ FAMILIES = (
     "envs.mmwalk",
     "envs.matrix",
     "envs.predprey",
+    "envs.gridmpe",
 )
 PLUGINS = "arena.envs"
 """Entry-point group of envs that higher layers define (an env hosting trained policies, such

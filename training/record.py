@@ -518,6 +518,8 @@ def make_card(out: Path, manifest: dict) -> dict:
 
 
 def write_card(out: Path, card: dict) -> None:
+    from training.offline import task_label
+
     write_atomic(out / "card.json", json.dumps(card, indent=1))
     policy = card.get("policy") or {}
     if card.get("mix"):
@@ -536,7 +538,8 @@ def write_card(out: Path, card: dict) -> None:
     win = "-" if card["win_rate"] is None else f"{card['win_rate']:.1%}"
     mode = "" if policy.get("kind") != "run" else ", sampling" if card["explore"] else ", greedy"
     lines = [
-        f"# {card['env']}: {card['quality'] or 'unlabelled'} ({card['episodes']} episodes)",
+        f"# {task_label(card['env'], card['env_args'])}: {card['quality'] or 'unlabelled'} "
+        f"({card['episodes']} episodes)",
         "",
         f"Recorded by `arena record` (Arena {card['arena']['version']}, commit "
         f"{card['arena']['commit'] or 'unknown'}) on {card['created']}.",
@@ -747,9 +750,12 @@ def load_episodes(path: str | Path) -> tuple[list[dict[str, np.ndarray]], dict]:
 
 def describe(card: dict) -> str:
     """One line for the terminal."""
+    from training.offline import task_label
+
     win = "" if card["win_rate"] is None else f", win rate {card['win_rate']:.1%}"
+    task = task_label(card["env"], card["env_args"])
     return (
-        f"{card['episodes']} episodes, {card['steps']} steps of {card['env']} "
+        f"{card['episodes']} episodes, {card['steps']} steps of {task} "
         f"({card['quality'] or 'unlabelled'}): return {card['return_mean']:.3f} "
         f"+- {card['return_std']:.3f} [{card['return_min']:.3f}, {card['return_max']:.3f}]{win}"
     )
