@@ -158,9 +158,19 @@ def _smac_state(core) -> EntityLayout:
 def state_layout(env_id: str, env_args: dict | None = None) -> EntityLayout:
     """The unit blocks of a SMAC/SMACv2 global state, as SMAC's ``get_state`` lays them out
     (ODIS's ``decompose_state``): ``ally [A, nf_al]``, ``enemy [E, nf_en]``, ``last_action
-    [A, n_actions]`` (with ``state_last_action``); ``own`` holds the timestep, if any."""
+    [A, n_actions]`` (with ``state_last_action``); ``own`` holds the timestep, if any. ODIS's
+    grid navigation: every agent's position, then every landmark's, in the enemy slot (ODIS's
+    ``cn_decomposer.py``)."""
+    if env_id == "gridmpe/cn-v0":
+        n = entity_layout(env_id, env_args).count("landmark")
+        ally = Block(0, n, 2)
+        landmark = Block(ally.stop, n, 2)
+        stop = landmark.stop  # own: empty (no timestep)
+        return EntityLayout(stop, ((stop, stop),), {"ally": (ally,), "enemy": (landmark,)})
     if not env_id.startswith(("smac/", "smacv2/")):
-        raise ValueError(f"no state layout for {env_id!r}; envs with one: smac/*, smacv2/*")
+        raise ValueError(
+            f"no state layout for {env_id!r}; envs with one: smac/*, smacv2/*, gridmpe/cn-v0"
+        )
     import envs
 
     return _smac_state(envs.make(env_id, **dict(env_args or {})).core)

@@ -132,7 +132,7 @@ def load_task(path: str | Path) -> Task:
     n_actions = episodes[0]["action_mask"].shape[-1]
     lay, n_no_attack = task_shape(card["env"], card["env_args"], n_actions)
     slay = None
-    if "state" in episodes[0] and card["env"].startswith(("smac/", "smacv2/")):
+    if "state" in episodes[0]:
         try:
             slay = state_layout(card["env"], card["env_args"])
         except ValueError:  # a state with no unit blocks: fine for BC, refused by ODIS
@@ -203,10 +203,10 @@ def model_config(tasks: list[Task], cfg: OfflineConfig):
 
     units = {}
     for t in tasks:
-        if t.state is None or "enemy" not in t.tokens:
+        if t.state is None:
             raise OfflineError(
-                f"--algo odis needs a battle's global state split into units (smac/*, "
-                f"smacv2/*); {t.name} ({t.env}) has none"
+                f"--algo odis needs a global state split into units (smac/*, smacv2/*, "
+                f"gridmpe/cn-v0); {t.name} ({t.env}) has none"
             )
         units[t.name] = (
             int(t.state["ally"].shape[-1]),

@@ -129,3 +129,22 @@ def test_odis_learns_skills_then_q_over_them_and_resumes_to_the_same_weights(mar
             assert not torch.equal(part[k], a[k]), k
     rows = offline.zero_shot(tmp_path / "a", ["smac/4m-v0"], episodes=4)
     assert rows[0]["episodes"] == 4 and not rows[0]["source"]
+
+
+def test_odis_trains_on_its_grid_navigation_tasks(ray_session, tmp_path):
+    """ODIS's cn task set: the state holds the agents, then the landmarks in the enemy slot
+    (its ``cn_decomposer.py``), no last actions; a run on cn-2 and cn-4 plays cn-3."""
+    from training import record as rec
+
+    sets = []
+    for m in ("cn-2", "cn-4"):
+        rec.record("random", tmp_path / m, env=f"gridmpe/cn-v0:map_name={m}", episodes=4, seed=0)
+        sets.append(str(tmp_path / m))
+    task = offline.load_task(sets[1])
+    assert task.state["ally"].shape[-2:] == (4, 2) and task.state["enemy"].shape[-2:] == (4, 2)
+    assert "last_action" not in task.state and set(task.tokens) == {"own", "ally", "landmark"}
+    cfg = offline.OfflineConfig(algo="odis", pretrain_steps=4, steps=2, batch_episodes=4)
+    assert offline.train(sets, tmp_path / "run", cfg)["steps"] == 6
+    row = offline.zero_shot(tmp_path / "run", ["gridmpe/cn-v0:map_name=cn-3"], episodes=3)[0]
+    assert row["env_args"] == {"map_name": "cn-3"} and not row["source"]
+    assert 0 <= row["win_rate"] <= 1 and row["episodes"] == 3

@@ -142,6 +142,6 @@ def test_bad_input_is_refused_with_one_line(marine_sets, tmp_path, capsys):
     assert "entity tokens differ" in error(
         ["offline", marine_sets[0], str(spread), "--out", str(tmp_path / "mixed"), "--steps", "1"]
     )
-    assert "--algo odis needs a battle's global state split into units" in error(
+    assert "--algo odis needs a global state split into units" in error(
         ["offline", str(spread), "--out", str(tmp_path / "odis"), "--algo", "odis"]
     )
