@@ -438,8 +438,8 @@ def load_model(out: str | Path):
 def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=None) -> dict:
     """Plays ``episodes`` episodes of ``env`` at once (its vectorised core), every agent acting
     greedily on legal actions (ODIS's ``test_mode``); the first episode of each copy counts.
-    Returns the win rate with its Wilson 95% interval (battles) and the mean return (the sum
-    over agents) with its 95% interval."""
+    Returns the win rate with its Wilson 95% interval (battles), the mean return (the sum
+    over agents) with its 95% interval, and the mean episode length."""
     import torch
 
     import envs
@@ -470,6 +470,7 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
     won = np.zeros(episodes, bool)
     ret = np.zeros(episodes)
     team = np.zeros(episodes)  # the team's return so far (SMAC: every agent's reward)
+    length = np.zeros(episodes, np.int64)
     with torch.no_grad():
         while not done.all():
             tokens = {
@@ -485,6 +486,7 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
             step = vec.step({group: act})
             last = torch.from_numpy(act)
             ret += np.where(done, 0.0, step.rewards.sum(1))
+            length += ~done
             team += np.where(done, 0.0, step.rewards.mean(1))
             end = (step.terminated | step.truncated) & ~done
             if step.info is not None and "battle_won" in step.info:
@@ -500,6 +502,7 @@ def evaluate(model, env: str, episodes: int, seed: int = 1_000_000, env_args=Non
         "win_ci95": [lo, hi],
         "return_mean": float(ret.mean()),
         "return_ci95": list(mean_ci95(ret)),
+        "length_mean": float(length.mean()),
     }
 
 

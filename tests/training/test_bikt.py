@@ -141,3 +141,4 @@ def test_bikt_trains_on_mpe_and_plays_more_agents_than_it_saw(ray_session, tmp_p
     assert more["env"] == "mpe/simple_spread-v3:N=5" and more["env_args"] == {"N": 5}
     assert more["episodes"] == 3 and more["return_mean"] < 0
     assert more["return_ci95"][0] < more["return_mean"] < more["return_ci95"][1]
+    assert more["length_mean"] == 25  # mpe2's max_cycles: a spread never ends early
