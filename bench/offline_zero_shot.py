@@ -133,6 +133,7 @@ def pooled(rows: list[dict], metric: str) -> tuple[float, float]:
 
 def main() -> None:
     from policies.testing import mean_ci95, wilson
+    from training.offline import parse_task, task_label
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+")
@@ -149,7 +150,7 @@ def main() -> None:
         by_algo.setdefault(label, []).append(json.loads((Path(r) / "zero_shot.json").read_text()))
     rows = []
     for name in ts.tests:
-        task = ts.task.format(name)
+        task = task_label(*parse_task(ts.task.format(name)))  # the rows' name for it
         row = {"task": name, "env": task, "source": name in ts.sources}
         for algo, tables in by_algo.items():
             got = [t[task] for t in tables if task in t]
