@@ -131,7 +131,7 @@ def _spread(env_args: dict) -> EntityLayout:
 def _grid_spread(env_args: dict) -> EntityLayout:
     from envs.gridmpe.core import GridSpreadOptions
 
-    n = GridSpreadOptions(**env_args).n_agents
+    n = GridSpreadOptions(**env_args).map.n_agents
     ally = Block(2, n - 1, 2)
     landmark = Block(ally.stop, n, 2)
     return EntityLayout(landmark.stop, ((0, 2),), {"ally": (ally,), "landmark": (landmark,)})

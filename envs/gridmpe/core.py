@@ -42,6 +42,7 @@ agents are drawn again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -50,20 +51,31 @@ from scipy.optimize import linear_sum_assignment
 
 from envs.vector import CoreEnv, VectorEnv, VectorStep, single_group
 
-# ODIS's map_config (gm, module level): map -> (n_agents, field_size, sight, episode_limit).
+
+class GridMap(NamedTuple):
+    n_agents: int  # and as many landmarks
+    field_size: tuple[int, int]  # rows, columns
+    sight: int
+    episode_limit: int
+
+
+# ODIS's map_config (gm, module level)
 MAPS = {
-    "cn-2": (2, (6, 6), 5, 50),
-    "cn-3": (3, (8, 8), 7, 50),
-    "cn-4": (4, (10, 10), 9, 50),
-    "cn-5": (5, (12, 12), 11, 50),
-    "cn-6": (6, (15, 15), 14, 50),
-    "cn-7": (7, (15, 15), 14, 70),
-    "cn-8": (8, (15, 15), 14, 70),
-    "cn-9": (9, (15, 15), 14, 70),
-    "cn-10": (10, (15, 15), 14, 70),
-    "cn-11": (11, (18, 18), 17, 70),
-    "cn-12": (12, (18, 18), 17, 70),
-    "cn-15": (15, (20, 20), 19, 80),
+    name: GridMap(*row)
+    for name, row in {
+        "cn-2": (2, (6, 6), 5, 50),
+        "cn-3": (3, (8, 8), 7, 50),
+        "cn-4": (4, (10, 10), 9, 50),
+        "cn-5": (5, (12, 12), 11, 50),
+        "cn-6": (6, (15, 15), 14, 50),
+        "cn-7": (7, (15, 15), 14, 70),
+        "cn-8": (8, (15, 15), 14, 70),
+        "cn-9": (9, (15, 15), 14, 70),
+        "cn-10": (10, (15, 15), 14, 70),
+        "cn-11": (11, (18, 18), 17, 70),
+        "cn-12": (12, (18, 18), 17, 70),
+        "cn-15": (15, (20, 20), 19, 80),
+    }.items()
 }
 REACH = 2  # reach_range, the same on every map
 MOVES = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], np.int64)  # gm Action
@@ -82,20 +94,8 @@ class GridSpreadOptions:
             raise ValueError(f"map_name {self.map_name!r} is not one of ODIS's: {', '.join(MAPS)}")
 
     @property
-    def n_agents(self) -> int:
-        return MAPS[self.map_name][0]
-
-    @property
-    def field_size(self) -> tuple[int, int]:
-        return MAPS[self.map_name][1]
-
-    @property
-    def sight(self) -> int:
-        return MAPS[self.map_name][2]
-
-    @property
-    def episode_limit(self) -> int:
-        return MAPS[self.map_name][3]
+    def map(self) -> GridMap:
+        return MAPS[self.map_name]
 
 
 def covered(agents: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
@@ -126,7 +126,8 @@ class GridSpreadBatch(VectorEnv):
     """
 
     def __init__(self, num_envs: int, seed: int | None = None, auto_reset: bool = True, **options):
-        self.options = o = GridSpreadOptions(**options)
+        self.options = GridSpreadOptions(**options)
+        self.map = o = self.options.map
         self.num_envs, self.auto_reset, self._seed = num_envs, auto_reset, seed
         self.n = o.n_agents
         self.shape = np.array(o.field_size, np.int64)
@@ -154,7 +155,7 @@ class GridSpreadBatch(VectorEnv):
     # -- reset ----------------------------------------------------------------------------------
 
     def _reset_worlds(self, idx) -> None:
-        cols = self.options.field_size[1]
+        cols = self.map.field_size[1]
         for i in idx:
             rng = self._rngs[i]
             while True:
@@ -200,7 +201,7 @@ class GridSpreadBatch(VectorEnv):
         self.agent_pos = np.where(alone[..., None], target, self.agent_pos)
         won = self._success()
         self.steps += 1
-        truncated = ~won & (self.steps >= self.options.episode_limit)
+        truncated = ~won & (self.steps >= self.map.episode_limit)
         ended = won | truncated
         obs, state, mask = self._observe()
         final_obs, final_state = obs, state
@@ -229,7 +230,7 @@ class GridSpreadBatch(VectorEnv):
         B, n = self.num_envs, self.n
         ents = np.concatenate([self.agent_pos, self.landmark_pos], 1)  # [B, 2N, 2]
         seen = ents[:, self._seen]  # [B, N, 2N, 2]
-        near = (np.abs(seen - self.agent_pos[:, :, None]) <= self.options.sight).all(-1)
+        near = (np.abs(seen - self.agent_pos[:, :, None]) <= self.map.sight).all(-1)
         obs = np.where(near[..., None], seen + 1, 0).reshape(B, n, self.obs_dim)
         state = (ents + 1).reshape(B, self.obs_dim)
         to = self.agent_pos[:, :, None] + MOVES  # [B, N, 5, 2]
@@ -254,7 +255,7 @@ class GridSpreadEnv(CoreEnv):
     def render(self, cell: int = 16) -> np.ndarray:
         """The grid from above: landmarks black, agents blue (drawn over a landmark)."""
         core = self.core
-        rows, cols = core.options.field_size
+        rows, cols = core.map.field_size
         img = np.full((rows * cell, cols * cell, 3), 235, np.uint8)
         img[::cell] = img[:, ::cell] = 200
         for (r, c), colour in [(p, (30, 30, 30)) for p in core.landmark_pos[0]] + [
