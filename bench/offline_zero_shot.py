@@ -56,7 +56,8 @@ TASK_SETS = {
         ("cn-2", "cn-4"), ("cn-2", "cn-3", "cn-4", "cn-5"), "gridmpe/cn-v0:map_name={}", "win"
     ),
     "spread": TaskSet(
-        ("2", "3", "4"), ("2", "3", "4", "5", "6"), "mpe/simple_spread-v3:N={}", "return"
+        ("N=2", "N=3", "N=4"), ("N=2", "N=3", "N=4", "N=5", "N=6"), "mpe/simple_spread-v3:{}",
+        "return",
     ),
 }  # fmt: skip
 EVAL_SEED = 1_000_000  # training.offline.evaluate's
