@@ -67,6 +67,9 @@ def venv_env(**extra: str) -> dict[str, str]:
 ROOT = Path(__file__).resolve().parents[1]
 K8S_BASE = ROOT / "k8s/base/raycluster.yaml"
 HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
+# `ray start` takes about 10 s; on the 2-core machine beside three training processes and a
+# busy loop it once took over 120 s.
+START_TIMEOUT_S = 300
 
 
 @dataclass
@@ -178,7 +181,7 @@ class LocalHead:
     def start(
         self,
         num_cpus: int = 2,
-        timeout: float = 120,
+        timeout: float = START_TIMEOUT_S,
         dashboard_host: str | None = "127.0.0.1",
         autoscaling: Autoscaling | None = None,
         **env: str,
@@ -219,7 +222,7 @@ class LocalHead:
             raise RuntimeError(f"ray start failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return self
 
-    def add_worker(self, num_cpus: int = 1, timeout: float = 120, **env: str) -> Path:
+    def add_worker(self, num_cpus: int = 1, timeout: float = START_TIMEOUT_S, **env: str) -> Path:
         """``ray start --address`` a worker node on this machine, joined to this head, with its
         own temp dir and ports (stopped with the head: its processes name the head's GCS
         address); returns its temp dir."""
